@@ -1,0 +1,55 @@
+package rollout
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	sdkv1alpha1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1alpha1"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// displaced lists the clusters still in flight that the handler's answer leaves out. For
+// Progressive the handler fills its window of maxConcurrency clusters in name order, so a cluster
+// that joins mid-rollout with a name before an in-flight one takes that one's place in the window
+// although it is still applying or soaking; starting every ToApply of the window would then exceed
+// maxConcurrency. Each displaced cluster costs the window one start. In-flight means what the
+// handler itself keeps in its window: Progressing or Failed (the deadline, when passed, is the
+// handler's to call), or Succeeded within the soak time.
+func displaced(in Input, d Decision, result sdkv1alpha1.RolloutResult, now time.Time) []string {
+	listed := sets.New[string]()
+	for _, r := range result.ClustersToRollout {
+		listed.Insert(r.ClusterName)
+	}
+	for _, r := range result.ClustersTimeOut {
+		listed.Insert(r.ClusterName)
+	}
+	soak := minSuccessTime(in)
+	var out []string
+	for name, c := range d.Clusters {
+		if listed.Has(name) {
+			continue
+		}
+		switch c.Status {
+		case policyv1.RolloutProgressing, policyv1.RolloutFailed:
+			out = append(out, name)
+		case policyv1.RolloutSucceeded:
+			if c.LastTransitionTime != nil && now.Before(c.LastTransitionTime.Add(soak)) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+func minSuccessTime(in Input) time.Duration {
+	switch {
+	case in.Mode != Progressive:
+		return 0
+	case in.Strategy.Progressive != nil:
+		return in.Strategy.Progressive.MinSuccessTime.Duration
+	case in.Strategy.ProgressivePerGroup != nil:
+		return in.Strategy.ProgressivePerGroup.MinSuccessTime.Duration
+	}
+	return 0
+}

@@ -1,0 +1,195 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	sdkv1alpha1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1alpha1"
+	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/placement/decisions"
+)
+
+// Input is everything one rollout decision needs.
+type Input struct {
+	Mode     Mode
+	Strategy clusterv1alpha1.RolloutStrategy
+	// Groups are the decision groups of the root's placements, merged; their clusters are the
+	// selected clusters.
+	Groups sdkv1beta1.ClusterGroupsMap
+	// Clusters holds what is known of the selected clusters; a selected cluster missing here is
+	// new to the rollout.
+	Clusters map[string]Cluster
+}
+
+// Decision is the outcome for one root.
+type Decision struct {
+	// Clusters is the new state of every selected cluster (Active and Reported copied through).
+	Clusters map[string]Cluster
+	// Started lists the clusters whose turn to enforce came in this decision, sorted.
+	Started []string
+	// TimedOut lists the clusters that passed the progress deadline in this decision, sorted.
+	TimedOut []string
+	// Failing lists the clusters counted against the failure budget (Failed or TimeOut), sorted.
+	Failing []string
+	// BudgetSpent says the failure budget is exceeded: no further cluster is started.
+	BudgetSpent bool
+	// Aggregate is the root's rollout status.
+	Aggregate policyv1.RolloutStatus
+	// RecheckAfter is when time alone (soak, deadline) can change the decision; nil when only an
+	// event can.
+	RecheckAfter *time.Duration
+}
+
+// Planner decides rollouts against one clock.
+type Planner struct {
+	clock clock.Clock
+}
+
+// NewPlanner returns a Planner reading time from c. sdk-go's handler reads the package-wide
+// RolloutClock, so c is installed there: every Planner of a process must share one clock.
+func NewPlanner(c clock.Clock) *Planner {
+	sdkv1alpha1.RolloutClock = c
+	return &Planner{clock: c}
+}
+
+// Plan observes each cluster, asks sdk-go's RolloutHandler whose turn it is, and returns the new
+// state. Every status change stamps the cluster's LastTransitionTime, which is what soak time and
+// deadline count from, also after a restart.
+func (p *Planner) Plan(in Input) (Decision, error) {
+	// Second precision: that is what survives a round trip through the apiserver.
+	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
+	out := Decision{Clusters: make(map[string]Cluster, len(in.Clusters))}
+	set := func(name string, c Cluster, status policyv1.RolloutStatus) Cluster {
+		if c.Status != status || c.LastTransitionTime == nil {
+			c.Status, c.LastTransitionTime = status, now.DeepCopy()
+		}
+		out.Clusters[name] = c
+		return c
+	}
+
+	selected := in.Groups.GetClusters()
+	groupOf := in.Groups.ClusterToGroupKey()
+	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
+	for _, name := range sortedNames(selected) {
+		c := set(name, in.Clusters[name], observe(in.Mode, in.Clusters[name]))
+		existing = append(existing, sdkv1alpha1.ClusterRolloutStatus{
+			ClusterName:        name,
+			GroupKey:           groupOf[name],
+			Status:             toSDK(c.Status),
+			LastTransitionTime: c.LastTransitionTime,
+		})
+	}
+
+	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(in.Groups), nil)
+	if err != nil {
+		return out, fmt.Errorf("rollout handler: %w", err)
+	}
+	strategy := in.Strategy
+	if in.Mode != Progressive {
+		strategy = asAll(strategy)
+	}
+	_, result, err := handler.GetRolloutCluster(strategy, existing)
+	if err != nil {
+		return out, fmt.Errorf("rollout strategy %s: %w", strategy.Type, err)
+	}
+
+	for _, t := range result.ClustersTimeOut {
+		set(t.ClusterName, out.Clusters[t.ClusterName], policyv1.RolloutTimeOut)
+		out.TimedOut = append(out.TimedOut, t.ClusterName)
+	}
+	out.BudgetSpent = result.MaxFailureBreach
+	soaking := false
+	free := len(result.ClustersToRollout) - len(displaced(in, out, result, now.Time))
+	for _, r := range result.ClustersToRollout {
+		c := out.Clusters[r.ClusterName]
+		switch c.Status {
+		case policyv1.RolloutToApply:
+			// A spent budget stops the rollout: the handler may still list clusters it met before
+			// counting the failures, but none of them is started.
+			if !out.BudgetSpent && free > 0 {
+				set(r.ClusterName, c, policyv1.RolloutProgressing)
+				out.Started = append(out.Started, r.ClusterName)
+			}
+		case policyv1.RolloutSucceeded:
+			soaking = true
+		}
+		free--
+	}
+	out.RecheckAfter = result.RecheckAfter
+	if len(out.Started) > 0 {
+		// The handler timed the clusters it saw as ToApply from nothing; asked again about them
+		// as Progressing it says when their deadline falls.
+		again := make([]sdkv1alpha1.ClusterRolloutStatus, 0, len(existing))
+		for _, e := range existing {
+			c := out.Clusters[e.ClusterName]
+			e.Status, e.LastTransitionTime, e.RecheckTime = toSDK(c.Status), c.LastTransitionTime, nil
+			again = append(again, e)
+		}
+		if _, result, err = handler.GetRolloutCluster(strategy, again); err != nil {
+			return out, fmt.Errorf("rollout strategy %s: %w", strategy.Type, err)
+		}
+		out.RecheckAfter = result.RecheckAfter
+	}
+
+	for name, c := range out.Clusters {
+		if c.Status == policyv1.RolloutFailed || c.Status == policyv1.RolloutTimeOut {
+			out.Failing = append(out.Failing, name)
+		}
+	}
+	sort.Strings(out.Started)
+	sort.Strings(out.TimedOut)
+	sort.Strings(out.Failing)
+	out.Aggregate = aggregate(out, soaking)
+	return out, nil
+}
+
+// aggregate is the root's rollout status: Progressing (ToApply included) while any cluster still
+// has to apply, report or soak, Failed when the budget is spent or the rollout ended with failures,
+// Succeeded otherwise. TimeOut is not an aggregate value; it counts as a failure.
+func aggregate(d Decision, soaking bool) policyv1.RolloutStatus {
+	if len(d.Clusters) == 0 {
+		return ""
+	}
+	if d.BudgetSpent {
+		return policyv1.RolloutFailed
+	}
+	if soaking {
+		return policyv1.RolloutProgressing
+	}
+	for _, c := range d.Clusters {
+		if c.Status == policyv1.RolloutToApply || c.Status == policyv1.RolloutProgressing {
+			return policyv1.RolloutProgressing
+		}
+	}
+	if len(d.Failing) > 0 {
+		return policyv1.RolloutFailed
+	}
+	return policyv1.RolloutSucceeded
+}
+
+// asAll keeps the progress deadline of whatever strategy was asked for: a root that is not rolled
+// out progressively is still timed out when its clusters do not answer.
+func asAll(s clusterv1alpha1.RolloutStrategy) clusterv1alpha1.RolloutStrategy {
+	all := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All, All: &clusterv1alpha1.RolloutAll{}}
+	switch {
+	case s.All != nil:
+		all.All = s.All.DeepCopy()
+	case s.Progressive != nil:
+		all.All.ProgressDeadline = s.Progressive.ProgressDeadline
+	case s.ProgressivePerGroup != nil:
+		all.All.ProgressDeadline = s.ProgressivePerGroup.ProgressDeadline
+	}
+	return all
+}
+
+func sortedNames(s interface{ UnsortedList() []string }) []string {
+	names := s.UnsortedList()
+	sort.Strings(names)
+	return names
+}
