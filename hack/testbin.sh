@@ -14,16 +14,22 @@ mkdir -p "$dir"
 
 log() { printf '[testbin %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# build NAME MODULE-SETUP-FUNCTION MAIN-SOURCE: builds one binary in a throwaway module.
+# build NAME MODULE-SETUP-FUNCTION MAIN: builds one binary in a throwaway module; MAIN is either
+# the source of a main package or the import path of one inside the required module.
 build() {
-  local name=$1 setup=$2 main=$3
+  local name=$1 setup=$2 main=$3 pkg=. ldflags="-s -w ${4:-}"
   if [ -x "$dir/$name" ]; then log "$name: cached"; return; fi
   local work; work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   log "$name: building (first time only; minutes on 2 cores)"
   local start=$SECONDS
+  case $main in package*) ;; *) pkg=$main; main='//go:build tools
+
+package main
+
+import _ "'$main'"' ;; esac
   (cd "$work" && $setup && printf '%s\n' "$main" > main.go && go mod tidy >/dev/null 2>&1 &&
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/$name.tmp" . ) ||
+    CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$dir/$name.tmp" "$pkg" ) ||
     { log "$name: build failed"; return 1; }
   mv "$dir/$name.tmp" "$dir/$name"
   log "$name: built in $((SECONDS - start))s"
@@ -43,6 +49,10 @@ k8s_module() {
 etcd_module() { go mod init regent.dev/testbin/etcd >/dev/null 2>&1; go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"; }
 ocm_module() { go mod init regent.dev/testbin/ocm >/dev/null 2>&1; go mod edit -require="open-cluster-management.io/ocm@$OCM_VERSION"; }
 
+# Without these the binaries report v0.0.0-master, which clients that check versions refuse.
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+k8s_version_flags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+
 build kube-apiserver k8s_module 'package main
 
 import (
@@ -52,7 +62,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
-func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }'
+func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }' "$k8s_version_flags"
 
 build kube-controller-manager k8s_module 'package main
 
@@ -63,7 +73,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
 )
 
-func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }'
+func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }' "$k8s_version_flags"
 
 build etcd etcd_module 'package main
 
@@ -74,5 +84,7 @@ import (
 )
 
 func main() { etcdmain.Main(os.Args) }'
+
+build placement ocm_module open-cluster-management.io/ocm/cmd/placement
 
 log "ready in $dir"

@@ -1,0 +1,144 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Cluster is one running cluster of the fleet.
+type Cluster struct {
+	// Name is the cluster's name; for managed clusters also its ManagedCluster and namespace on
+	// the hub.
+	Name string
+	// Labels are the ManagedCluster's labels (managed clusters only).
+	Labels map[string]string
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	// Dir holds the cluster's data, certificates and logs.
+	Dir string
+
+	env  *envtest.Environment
+	kcm  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+}
+
+// startCluster runs etcd and kube-apiserver (through envtest, with parent-death wrappers), installs
+// crds, writes an admin kubeconfig and starts kube-controller-manager.
+func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	c := &Cluster{Name: name, Dir: dir}
+	for _, sub := range []string{"etcd", "certs", "logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	logFile := func(component string) (*os.File, error) {
+		return os.Create(filepath.Join(dir, "logs", component+".log"))
+	}
+	etcdLog, err := logFile("etcd")
+	if err != nil {
+		return nil, err
+	}
+	apiLog, err := logFile("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory:    wrapDir,
+		CRDs:                     crds,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 3 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+		ControlPlane: envtest.ControlPlane{
+			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd"), Out: etcdLog, Err: etcdLog},
+			APIServer: &envtest.APIServer{CertDir: filepath.Join(dir, "certs"), Out: apiLog, Err: apiLog},
+		},
+	}
+	cfg, err := c.env.Start()
+	if err != nil {
+		_ = c.env.Stop()
+		return nil, fmt.Errorf("start %s apiserver (logs in %s): %w", name, filepath.Join(dir, "logs"), err)
+	}
+	admin, err := c.env.AddUser(envtest.User{Name: "regent-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		_ = c.env.Stop()
+		return nil, fmt.Errorf("%s admin user: %w", name, err)
+	}
+	c.Config = admin.Config()
+	c.Config.QPS, c.Config.Burst = 200, 400
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		_ = c.env.Stop()
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		_ = c.env.Stop()
+		return nil, err
+	}
+	if err := c.startControllerManager(binDir); err != nil {
+		_ = c.env.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// startControllerManager runs the garbage collector and namespace controllers: without them a
+// deleted namespace stays Terminating forever and owned objects are never collected.
+func (c *Cluster) startControllerManager(binDir string) error {
+	out, err := os.Create(filepath.Join(c.Dir, "logs", "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"),
+		"--kubeconfig="+c.Kubeconfig,
+		"--controllers=garbagecollector,namespace",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--concurrent-gc-syncs=5",
+		"--concurrent-namespace-syncs=5",
+	)
+	c.kcm.Stdout, c.kcm.Stderr = out, out
+	c.kcm.SysProcAttr = deathSignal()
+	if err := c.kcm.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("start %s kube-controller-manager: %w", c.Name, err)
+	}
+	c.done = make(chan struct{})
+	go func() {
+		_ = c.kcm.Wait()
+		out.Close()
+		close(c.done)
+	}()
+	return nil
+}
+
+// stop ends kube-controller-manager, then kube-apiserver and etcd.
+func (c *Cluster) stop() error {
+	var err error
+	c.once.Do(func() {
+		if c.kcm != nil && c.kcm.Process != nil {
+			_ = c.kcm.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-c.done:
+			case <-time.After(10 * time.Second):
+				_ = c.kcm.Process.Kill()
+				<-c.done
+			}
+		}
+		err = c.env.Stop()
+	})
+	return err
+}

@@ -1,0 +1,157 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"regent.dev/regent/api/crds"
+)
+
+// ClusterSpec describes a managed cluster to start.
+type ClusterSpec struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Options configure a fleet.
+type Options struct {
+	// Managed are the managed clusters; none gives a hub alone.
+	Managed []ClusterSpec
+	// BinDir holds kube-apiserver, etcd and kube-controller-manager; DefaultBinDir when empty.
+	BinDir string
+	// TempDir is where the fleet's root folder is created; os.TempDir() when empty.
+	TempDir string
+	// Log receives progress lines; discarded when nil.
+	Log io.Writer
+}
+
+// Fleet is a running hub with its managed clusters.
+type Fleet struct {
+	Hub     *Cluster
+	Managed []*Cluster
+	// Dir is the fleet's root folder, removed by Stop.
+	Dir string
+}
+
+// Start brings up the hub and every managed cluster in parallel, installs the CRDs and registers
+// the managed clusters on the hub. On error nothing is left running.
+func Start(ctx context.Context, opts Options) (*Fleet, error) {
+	if opts.BinDir == "" {
+		opts.BinDir = DefaultBinDir()
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if err := CheckBinaries(opts.BinDir); err != nil {
+		return nil, err
+	}
+	if opts.TempDir == "" {
+		opts.TempDir = os.TempDir()
+	}
+	if err := validate(opts.Managed); err != nil {
+		return nil, err
+	}
+	SweepOrphans(opts.TempDir)
+	root, err := os.MkdirTemp(opts.TempDir, rootPrefix)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{Dir: root, Managed: make([]*Cluster, len(opts.Managed))}
+	if err := f.start(ctx, opts); err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	return f, nil
+}
+
+func (f *Fleet) start(ctx context.Context, opts Options) error {
+	if err := writeOwner(f.Dir); err != nil {
+		return err
+	}
+	wrapDir := filepath.Join(f.Dir, "bin")
+	if err := writeDeathWrappers(opts.BinDir, wrapDir); err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	own, err := crds.Regent()
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	fmt.Fprintf(opts.Log, "starting hub and %d managed clusters in %s\n", len(opts.Managed), f.Dir)
+	var g errgroup.Group
+	g.Go(func() error {
+		c, err := startCluster(ctx, "hub", filepath.Join(f.Dir, "hub"), opts.BinDir, wrapDir, all)
+		f.Hub = c
+		return err
+	})
+	for i, spec := range opts.Managed {
+		g.Go(func() error {
+			c, err := startCluster(ctx, spec.Name, filepath.Join(f.Dir, spec.Name), opts.BinDir, wrapDir, own)
+			if c != nil {
+				c.Labels = spec.Labels
+			}
+			f.Managed[i] = c
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, c := range f.Managed {
+		if err := register(ctx, f.Hub.Config, c); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(opts.Log, "fleet up in %s\n", time.Since(began).Round(100*time.Millisecond))
+	return nil
+}
+
+func validate(specs []ClusterSpec) error {
+	seen := map[string]bool{"hub": true, "bin": true}
+	for _, s := range specs {
+		if s.Name == "" || seen[s.Name] {
+			return fmt.Errorf("managed cluster name %q is empty, reserved or repeated", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// Cluster returns the managed cluster with the given name, or nil.
+func (f *Fleet) Cluster(name string) *Cluster {
+	for _, c := range f.Managed {
+		if c != nil && c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Stop ends every process of the fleet and removes its folder.
+func (f *Fleet) Stop() error {
+	var errs []error
+	var g errgroup.Group
+	for _, c := range append([]*Cluster{f.Hub}, f.Managed...) {
+		if c != nil {
+			g.Go(c.stop)
+		}
+	}
+	errs = append(errs, g.Wait())
+	// Whatever a failed stop left behind still names the root in its command line.
+	killUsers(f.Dir)
+	errs = append(errs, os.RemoveAll(f.Dir))
+	return errors.Join(errs...)
+}
+
+// PIDs lists the processes running for the fleet.
+func (f *Fleet) PIDs() []int { return ProcessesUsing(f.Dir) }

@@ -1,0 +1,39 @@
+// Package fleettest starts a local fleet for a test and stops it when the test ends. A test that
+// needs a real apiserver and cannot find the binaries fails with a message that says to run
+// `make testbin`; it never skips.
+package fleettest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"regent.dev/regent/fleet"
+)
+
+// Start starts a fleet with opts and registers its Stop with t.Cleanup.
+func Start(t testing.TB, opts fleet.Options) *fleet.Fleet {
+	t.Helper()
+	if opts.Log == nil && testing.Verbose() {
+		opts.Log = os.Stderr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f, err := fleet.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Errorf("stop fleet: %v", err)
+		}
+	})
+	return f
+}
+
+// Hub starts a hub alone: enough for anything that only talks to the hub's apiserver.
+func Hub(t testing.TB) *fleet.Cluster {
+	t.Helper()
+	return Start(t, fleet.Options{}).Hub
+}
