@@ -1,0 +1,18 @@
+// Package engine evaluates Kubernetes admission requests with WebAssembly policies on wazero.
+//
+// A policy is a wasm module plus the settings, mode and limits it runs with. The engine compiles
+// each distinct module once (keyed by its SHA-256 digest, backed by wazero's compilation cache,
+// optionally on disk) and keeps a small pool of ready instances per loaded policy, because
+// creating an instance — for a Go guest, starting its runtime — costs milliseconds while a call
+// into a warm one costs microseconds.
+//
+// Four ABIs run unchanged, selected by the policy's execution mode as in Kubewarden:
+//   - kubewarden-wapc: the waPC protocol (guest export __guest_call, host module "wapc");
+//   - wasi: a WASI command, argv "validate" / "validate-settings", JSON on stdin and stdout;
+//   - opa: Rego compiled to wasm (OPA's wasm ABI), input {request}, data = settings;
+//   - gatekeeper: a ConstraintTemplate's Rego, input {review, parameters}, empty violation set allows.
+//
+// Every evaluation runs under a deadline (a runaway guest is interrupted through wazero's
+// close-on-context-done, not waited for) and a memory limit; guests get no filesystem, no
+// network, and no host capability beyond what their ABI grants.
+package engine

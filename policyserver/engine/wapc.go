@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// waPC (https://wapc.io), Kubewarden's native policy ABI: the host calls the guest's
+// __guest_call(operation_len, payload_len); the guest pulls operation and payload with
+// __guest_request and answers through __guest_response or __guest_error. Guests may call the
+// host (__host_call) for capabilities such as Kubernetes lookups; this host offers none yet and
+// says so in the error the guest receives.
+
+const wapcHostModule = "wapc"
+
+// wapcCall is the state of one __guest_call, found by host functions through the context.
+type wapcCall struct {
+	operation string
+	payload   []byte
+	response  []byte
+	guestErr  string
+	hostErr   string
+}
+
+type wapcCallKey struct{}
+
+func currentWaPCCall(ctx context.Context) *wapcCall {
+	c, _ := ctx.Value(wapcCallKey{}).(*wapcCall)
+	if c == nil {
+		panic(errors.New("waPC host function called outside __guest_call"))
+	}
+	return c
+}
+
+func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger) error {
+	i32 := api.ValueTypeI32
+	b := r.NewHostModuleBuilder(wapcHostModule)
+	fn := func(name string, f api.GoModuleFunc, params, results []api.ValueType) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	fn("__guest_request", func(ctx context.Context, m api.Module, stack []uint64) {
+		c := currentWaPCCall(ctx)
+		mem := m.Memory()
+		if !mem.WriteString(api.DecodeU32(stack[0]), c.operation) || !mem.Write(api.DecodeU32(stack[1]), c.payload) {
+			panic(errors.New("__guest_request: buffers out of guest memory"))
+		}
+	}, []api.ValueType{i32, i32}, nil)
+	fn("__guest_response", func(ctx context.Context, m api.Module, stack []uint64) {
+		currentWaPCCall(ctx).response = readGuest(m, stack[0], stack[1], "__guest_response")
+	}, []api.ValueType{i32, i32}, nil)
+	fn("__guest_error", func(ctx context.Context, m api.Module, stack []uint64) {
+		currentWaPCCall(ctx).guestErr = string(readGuest(m, stack[0], stack[1], "__guest_error"))
+	}, []api.ValueType{i32, i32}, nil)
+	fn("__host_call", func(ctx context.Context, m api.Module, stack []uint64) {
+		c := currentWaPCCall(ctx)
+		binding := readGuest(m, stack[0], stack[1], "__host_call")
+		namespace := readGuest(m, stack[2], stack[3], "__host_call")
+		operation := readGuest(m, stack[4], stack[5], "__host_call")
+		c.hostErr = fmt.Sprintf("host capability %s/%s/%s is not available in this policy server", binding, namespace, operation)
+		stack[0] = 0
+	}, []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32})
+	fn("__host_response_len", func(ctx context.Context, m api.Module, stack []uint64) {
+		stack[0] = 0
+	}, nil, []api.ValueType{i32})
+	fn("__host_response", func(ctx context.Context, m api.Module, stack []uint64) {}, []api.ValueType{i32}, nil)
+	fn("__host_error_len", func(ctx context.Context, m api.Module, stack []uint64) {
+		stack[0] = uint64(len(currentWaPCCall(ctx).hostErr))
+	}, nil, []api.ValueType{i32})
+	fn("__host_error", func(ctx context.Context, m api.Module, stack []uint64) {
+		if !m.Memory().WriteString(api.DecodeU32(stack[0]), currentWaPCCall(ctx).hostErr) {
+			panic(errors.New("__host_error: buffer out of guest memory"))
+		}
+	}, []api.ValueType{i32}, nil)
+	fn("__console_log", func(ctx context.Context, m api.Module, stack []uint64) {
+		log.Info("guest console", "message", string(readGuest(m, stack[0], stack[1], "__console_log")))
+	}, []api.ValueType{i32, i32}, nil)
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// readGuest copies a guest buffer out of its memory: the slice wazero returns aliases memory the
+// guest will reuse.
+func readGuest(m api.Module, ptr, size uint64, fn string) []byte {
+	b, ok := m.Memory().Read(api.DecodeU32(ptr), api.DecodeU32(size))
+	if !ok {
+		panic(fmt.Errorf("%s: buffer out of guest memory", fn))
+	}
+	return append([]byte(nil), b...)
+}
+
+// checkWaPCModule rejects modules that can't be waPC guests before any instance is made, so
+// the load error names the problem instead of a trap.
+func checkWaPCModule(m wazero.CompiledModule) error {
+	if _, ok := m.ExportedFunctions()["__guest_call"]; !ok {
+		return errors.New("not a waPC module: it does not export __guest_call")
+	}
+	return checkImports(m, wapcHostModule, "wasi_snapshot_preview1")
+}
+
+func checkImports(m wazero.CompiledModule, allowed ...string) error {
+	for _, f := range m.ImportedFunctions() {
+		module, name, _ := f.Import()
+		ok := false
+		for _, a := range allowed {
+			ok = ok || module == a
+		}
+		if !ok {
+			return fmt.Errorf("module imports %s.%s, which this execution mode does not provide (it provides %v)", module, name, allowed)
+		}
+	}
+	return nil
+}
+
+type wapcInstance struct {
+	module    api.Module
+	guestCall api.Function
+	stderr    *tailBuffer
+	broken    bool
+}
+
+func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule) (*wapcInstance, error) {
+	stderr := &tailBuffer{}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStderr(stderr).
+		WithSysWalltime().WithSysNanotime().
+		// A Go reactor initialises its runtime in _initialize; a TinyGo or Rust guest may be a
+		// command whose _start returns. wapc_init is waPC's own optional hook.
+		WithStartFunctions("_initialize", "wapc_init")
+	m, err := e.shared.InstantiateModule(ctx, compiled, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("instantiate waPC guest: %w", guestError(ctx, err, stderr))
+	}
+	return &wapcInstance{module: m, guestCall: m.ExportedFunction("__guest_call"), stderr: stderr}, nil
+}
+
+func (i *wapcInstance) call(ctx context.Context, operation string, payload []byte) ([]byte, error) {
+	c := &wapcCall{operation: operation, payload: payload}
+	res, err := i.guestCall.Call(context.WithValue(ctx, wapcCallKey{}, c), uint64(len(operation)), uint64(len(payload)))
+	if err != nil {
+		i.broken = true
+		return nil, guestError(ctx, err, i.stderr)
+	}
+	if uint32(res[0]) != 1 {
+		return nil, fmt.Errorf("guest returned an error for %s: %s", operation, c.guestErr)
+	}
+	return c.response, nil
+}
+
+func (i *wapcInstance) validate(ctx context.Context, payload []byte) ([]byte, error) {
+	return i.call(ctx, "validate", payload)
+}
+
+func (i *wapcInstance) validateSettings(ctx context.Context, settings []byte) ([]byte, error) {
+	return i.call(ctx, "validate_settings", settings)
+}
+
+func (i *wapcInstance) reusable() bool { return !i.broken && !i.module.IsClosed() }
+
+func (i *wapcInstance) close() { _ = i.module.Close(context.Background()) }
