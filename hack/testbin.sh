@@ -51,7 +51,10 @@ ocm_module() { go mod init regent.dev/testbin/ocm >/dev/null 2>&1; go mod edit -
 
 # Without these the binaries report v0.0.0-master, which clients that check versions refuse.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-k8s_version_flags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+k8s_version_flags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_version_flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
 
 build kube-apiserver k8s_module 'package main
 
@@ -74,6 +77,18 @@ import (
 )
 
 func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }' "$k8s_version_flags"
+
+# kubectl, so the lines the quickstart prints work on a machine that has none.
+build kubectl k8s_module 'package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+)
+
+func main() { os.Exit(cli.Run(cmd.NewDefaultKubectlCommand())) }' "$k8s_version_flags"
 
 build etcd etcd_module 'package main
 

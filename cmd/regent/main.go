@@ -1,0 +1,33 @@
+// Command regent is Regent's single binary: the hub, the spoke addon and the policy server run as
+// its subcommands, beside the user-facing ones such as quickstart.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "regent:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "regent",
+		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newQuickstartCommand())
+	return root
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet"
+)
+
+// cliEnv makes the test binary act as the regent binary, so the quickstart runs as its own
+// process and receives a real SIGINT.
+const cliEnv = "REGENT_TEST_RUN_CLI"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(cliEnv); args != "" {
+		os.Args = append([]string{"regent"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
+	if err := fleet.CheckBinaries(fleet.DefaultBinDir()); err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := fleet.Binary(fleet.DefaultBinDir(), "kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), cliEnv+"=quickstart --lifetime 10m --testbin-script=")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	kubeconfigs := map[string]string{}
+	var tries []string
+	var fleetDir string
+	scanner := bufio.NewScanner(stdout)
+	for scanner.Scan() {
+		line := scanner.Text()
+		t.Log(line)
+		fields := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "starting hub"):
+			fleetDir = fields[len(fields)-1]
+		case len(fields) >= 2 && strings.HasSuffix(fields[1], "/kubeconfig"):
+			kubeconfigs[fields[0]] = fields[1]
+		case len(fields) > 0 && fields[0] == kubectl:
+			tries = append(tries, line)
+		}
+		if strings.HasPrefix(line, "press Ctrl-C") {
+			break
+		}
+	}
+	go func() { // keep draining so the quickstart never blocks on a full pipe
+		for scanner.Scan() {
+			t.Log(scanner.Text())
+		}
+	}()
+	if len(kubeconfigs) != 4 || len(tries) != 3 || fleetDir == "" {
+		t.Fatalf("quickstart printed kubeconfigs %v, %d kubectl lines, fleet folder %q; want 4, 3 and a folder", kubeconfigs, len(tries), fleetDir)
+	}
+
+	ctx := context.Background()
+	for name, path := range kubeconfigs {
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			t.Fatalf("%s kubeconfig: %v", name, err)
+		}
+		c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.List(ctx, &corev1.NamespaceList{}); err != nil {
+			t.Errorf("%s: list namespaces: %v", name, err)
+		}
+		if name == "hub" {
+			mcs := &clusterv1.ManagedClusterList{}
+			if err := c.List(ctx, mcs); err != nil || len(mcs.Items) != 3 {
+				t.Errorf("hub: %d ManagedClusters (%v), want 3", len(mcs.Items), err)
+			}
+		}
+	}
+	for _, line := range tries {
+		fields := strings.Fields(line)
+		if out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", line, err, out)
+		}
+	}
+
+	pids := fleet.ProcessesUsing(fleetDir)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("quickstart exited with %v after SIGINT, want 0", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("quickstart still running 2 minutes after SIGINT")
+	}
+	if left := fleet.ProcessesUsing(fleetDir); len(left) > 0 {
+		t.Errorf("processes %v of %v still running after the quickstart exited", left, pids)
+	}
+	if _, err := os.Stat(filepath.Clean(fleetDir)); !os.IsNotExist(err) {
+		t.Errorf("fleet folder %s left behind", fleetDir)
+	}
+}
