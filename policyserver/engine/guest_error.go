@@ -16,7 +16,7 @@ var ErrTimeout = errors.New("evaluation timed out")
 // guestError turns what wazero returns from a call into an error a user can act on: a deadline
 // becomes ErrTimeout, an exit carries the guest's last words from stderr (a Go guest that runs
 // out of memory says so there).
-func guestError(ctx context.Context, err error, stderr *tailBuffer) error {
+func guestError(ctx context.Context, err error, stderr *stderrHead) error {
 	if err == nil {
 		return nil
 	}
@@ -36,29 +36,31 @@ func guestError(ctx context.Context, err error, stderr *tailBuffer) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ErrTimeout
 	}
-	return fmt.Errorf("guest trapped: %w%s", err, stderr.suffix())
+	// wazero appends a wasm stack trace; the guest's stderr says more in fewer words.
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return fmt.Errorf("guest trapped: %s%s", msg, stderr.suffix())
 }
 
-// tailBuffer keeps the last bytes a guest wrote to stderr, enough to explain a crash without
-// letting a chatty guest grow the host's memory.
-type tailBuffer struct {
+// stderrHead keeps the first bytes a guest wrote to stderr during one call — where a Go guest
+// names the cause of a crash, before its goroutine dump — without letting a chatty guest grow
+// the host's memory.
+type stderrHead struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-const tailSize = 2048
+const stderrHeadSize = 1024
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *stderrHead) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailSize {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+	if room := stderrHeadSize - len(t.buf); room > 0 {
+		t.buf = append(t.buf, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) suffix() string {
+func (t *stderrHead) suffix() string {
 	if t == nil {
 		return ""
 	}
@@ -68,14 +70,12 @@ func (t *tailBuffer) suffix() string {
 	if s == "" {
 		return ""
 	}
-	// The first line of a Go crash names the cause; goroutine dumps after it only add noise.
-	if i := strings.Index(s, "\n\ngoroutine "); i > 0 {
-		s = s[:i]
-	}
+	// The first paragraph of a Go crash names the cause; the stack dumps after it are noise.
+	s, _, _ = strings.Cut(s, "\n\n")
 	return ": " + strings.ReplaceAll(s, "\n", " | ")
 }
 
-func (t *tailBuffer) reset() {
+func (t *stderrHead) reset() {
 	t.mu.Lock()
 	t.buf = t.buf[:0]
 	t.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // instance is one ready-to-call copy of a policy module. It is used by one goroutine at a time.
@@ -69,15 +70,37 @@ func (p *pool) acquire(ctx context.Context) (instance, error) {
 // was closed meanwhile (so instances in flight during an unload are closed when they finish).
 func (p *pool) release(inst instance) {
 	p.mu.Lock()
-	if p.closed || !inst.reusable() {
+	if p.closed {
 		p.mu.Unlock()
 		inst.close()
 		<-p.slots
 		return
 	}
+	if !inst.reusable() {
+		p.mu.Unlock()
+		inst.close()
+		// Replace it in the background, keeping its slot, so the next request finds a ready
+		// instance instead of paying for a start (a one-shot WASI command, a timed-out guest).
+		go p.replace()
+		return
+	}
 	p.idle <- inst // never blocks: at most cap(slots) instances exist
 	p.mu.Unlock()
 }
+
+func (p *pool) replace() {
+	ctx, cancel := context.WithTimeout(context.Background(), replaceTimeout)
+	defer cancel()
+	inst, err := p.create(ctx)
+	if err != nil {
+		<-p.slots
+		return
+	}
+	p.release(inst)
+}
+
+// replaceTimeout bounds starting a replacement instance in the background.
+const replaceTimeout = time.Minute
 
 // warm adds one instance to the pool ahead of the first request.
 func (p *pool) warm(inst instance) {

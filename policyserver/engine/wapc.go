@@ -119,12 +119,12 @@ func checkImports(m wazero.CompiledModule, allowed ...string) error {
 type wapcInstance struct {
 	module    api.Module
 	guestCall api.Function
-	stderr    *tailBuffer
+	stderr    *stderrHead
 	broken    bool
 }
 
 func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule) (*wapcInstance, error) {
-	stderr := &tailBuffer{}
+	stderr := &stderrHead{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStderr(stderr).
@@ -141,6 +141,7 @@ func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledMo
 
 func (i *wapcInstance) call(ctx context.Context, operation string, payload []byte) ([]byte, error) {
 	c := &wapcCall{operation: operation, payload: payload}
+	i.stderr.reset()
 	res, err := i.guestCall.Call(context.WithValue(ctx, wapcCallKey{}, c), uint64(len(operation)), uint64(len(payload)))
 	if err != nil {
 		i.broken = true

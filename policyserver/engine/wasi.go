@@ -35,7 +35,7 @@ func (e *Engine) wasiConfig(stdin io.Reader, stdout, stderr io.Writer, args ...s
 // runWASI runs the command to completion and returns its stdout.
 func (e *Engine) runWASI(ctx context.Context, compiled wazero.CompiledModule, stdin []byte, args ...string) ([]byte, error) {
 	var stdout bytes.Buffer
-	stderr := &tailBuffer{}
+	stderr := &stderrHead{}
 	m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(bytes.NewReader(stdin), &stdout, stderr, args...))
 	if m != nil {
 		_ = m.Close(context.Background())
@@ -47,7 +47,7 @@ func (e *Engine) runWASI(ctx context.Context, compiled wazero.CompiledModule, st
 }
 
 // wasiExit accepts a normal exit (code 0) and explains anything else.
-func wasiExit(ctx context.Context, err error, stderr *tailBuffer) error {
+func wasiExit(ctx context.Context, err error, stderr *stderrHead) error {
 	var exit *sys.ExitError
 	if err == nil || (errors.As(err, &exit) && exit.ExitCode() == 0) {
 		return nil
@@ -61,7 +61,7 @@ type wasiInstance struct {
 	compiled wazero.CompiledModule
 	stdin    *io.PipeWriter
 	stdout   bytes.Buffer
-	stderr   tailBuffer
+	stderr   stderrHead
 	cancel   context.CancelFunc
 	done     chan error
 	used     bool
