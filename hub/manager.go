@@ -1,0 +1,84 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/hub/propagator"
+	"regent.dev/regent/hub/rollout"
+)
+
+// scheme holds the kinds the hub reads and writes.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(clusterv1beta1.Install(s))
+	utilruntime.Must(policyv1.AddToScheme(s))
+	utilruntime.Must(policyv1beta1.AddToScheme(s))
+	return s
+}()
+
+// Run runs the hub until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Config == nil {
+		return errors.New("hub: no rest config for the hub apiserver")
+	}
+	mgr, err := NewManager(opts.Config, opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// NewManager returns the hub's manager, not started. cfg is copied; opts.Config is ignored.
+func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	opts = opts.withDefaults()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "regent-hub",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Managed fields are half of a replica's size and the hub never reads them.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hub manager: %w", err)
+	}
+	r := &propagator.Reconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetCache(),
+		Planner:  rollout.NewPlanner(opts.Clock),
+		Recorder: mgr.GetEventRecorder("regent-hub"),
+		Workers:  opts.Workers,
+	}
+	if err := r.SetupWithManager(context.Background(), mgr, opts.Workers); err != nil {
+		return nil, fmt.Errorf("propagator: %w", err)
+	}
+	if opts.HealthProbeBindAddress != "" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}

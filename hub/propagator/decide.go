@@ -1,0 +1,100 @@
+package propagator
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/hub/rollout"
+)
+
+// input is what the reconciler read for one root.
+type input struct {
+	root      *policyv1.Policy
+	replicas  map[string]*policyv1.Policy
+	selection selection
+	groups    sdkv1beta1.ClusterGroupsMap
+	// enforcing are the clusters of placements whose binding overrides remediation to enforce.
+	enforcing sets.Set[string]
+}
+
+// plan is what the reconciler writes for one root.
+type plan struct {
+	selection        selection
+	decision         rollout.Decision
+	compliance       map[string]policyv1.ComplianceState
+	desired          map[string]*policyv1.PolicySpec
+	overridesIgnored bool
+}
+
+// decide turns what was read into what must be: each selected cluster's rollout status, the spec
+// its replica carries, and its compliance as the root shows it.
+func decide(planner *rollout.Planner, in input) (plan, error) {
+	root := in.root
+	strategy, mode := strategyOf(root)
+	sp := specsOf(root)
+	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, compliance: map[string]policyv1.ComplianceState{}}
+	out.overridesIgnored = len(in.selection.Enforcing) > 0 && strategy.Type != clusterv1alpha1.All
+	active := func(cluster string) *policyv1.PolicySpec {
+		if mode != rollout.Progressive && !out.overridesIgnored && in.enforcing.Has(cluster) {
+			return sp.enforced
+		}
+		return sp.active
+	}
+
+	// The root's record is for the rollout of the generation in its Rollout condition; any spec
+	// change since starts a new rollout from pass 1.
+	recorded := map[string]*policyv1.CompliancePerClusterStatus{}
+	if c := meta.FindStatusCondition(root.Status.Conditions, rolloutCondition); c != nil && c.ObservedGeneration == root.Generation {
+		for _, line := range root.Status.Status {
+			recorded[line.ClusterName] = line
+		}
+	}
+	clusters := map[string]rollout.Cluster{}
+	for name := range in.groups.GetClusters() {
+		c := rollout.Cluster{}
+		if line := recorded[name]; line != nil {
+			c.Status, c.LastTransitionTime = line.RolloutStatus, line.LastTransitionTime
+		}
+		if rep := in.replicas[name]; rep != nil && specEqual(&rep.Spec, active(name)) {
+			c.Active = true
+			c.Reported = reportOf(rep)
+		}
+		clusters[name] = c
+	}
+	d, err := planner.Plan(rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters})
+	if err != nil {
+		return out, err
+	}
+	out.decision = d
+	for name, c := range d.Clusters {
+		spec := active(name)
+		if c.Status == policyv1.RolloutToApply {
+			spec = sp.inform
+		}
+		out.desired[name] = spec
+		if rep := in.replicas[name]; rep != nil && specEqual(&rep.Spec, spec) {
+			out.compliance[name] = reportOf(rep)
+		}
+	}
+	return out, nil
+}
+
+// reportOf is the replica's compliance when the managed cluster evaluated the replica's current
+// generation (the contract with the spoke), and nothing otherwise.
+func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
+	if rep.Status.LastEvaluatedGeneration != rep.Generation {
+		return ""
+	}
+	return rep.Status.ComplianceState
+}
+
+func rolloutConditionInvalid(generation int64, cause error) metav1.Condition {
+	return metav1.Condition{Type: rolloutCondition, Status: metav1.ConditionFalse, ObservedGeneration: generation,
+		Reason: "InvalidRolloutStrategy", Message: fmt.Sprintf("rollout not started: %v", cause)}
+}

@@ -1,0 +1,11 @@
+// Package propagator replicates root Policies to the namespaces of the managed clusters their
+// placements select, and drives the progressive rollout of their enforcement.
+//
+// One reconciler per root Policy reads everything from the manager's cache (bindings, policy sets,
+// placement decisions through sdk-go's tracker, the replicas), lets package rollout decide each
+// cluster's rollout status, and then writes: the root's status first — it is the rollout's record,
+// so a hub killed at any moment resumes from it — then the replicas (created, updated, put back,
+// deleted) and their rollout status. Nothing is written when nothing changed. Replicas are tied to
+// their root by OCM's labels, not owner references, because owners cannot live in another
+// namespace; a replica whose root is gone is deleted when the root's key is reconciled.
+package propagator

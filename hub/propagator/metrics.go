@@ -1,0 +1,55 @@
+package propagator
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+var (
+	replicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regent_propagator_replicas",
+		Help: "Replicated policies per root policy.",
+	}, []string{"namespace", "policy"})
+	rolloutClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regent_rollout_clusters",
+		Help: "Clusters of a root policy's rollout by rollout status.",
+	}, []string{"namespace", "policy", "status"})
+	reconcileSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "regent_propagator_reconcile_duration_seconds",
+		Help:    "Time one root policy reconcile takes, writes included.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+	})
+	writes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regent_propagator_apiserver_writes_total",
+		Help: "Writes the propagator sent to the apiserver, by verb and resource.",
+	}, []string{"verb", "resource"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes)
+}
+
+var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,
+	policyv1.RolloutSucceeded, policyv1.RolloutFailed, policyv1.RolloutTimeOut}
+
+// observe publishes the gauges of one root after its reconcile.
+func observe(root *policyv1.Policy, p plan) {
+	replicasGauge.WithLabelValues(root.Namespace, root.Name).Set(float64(len(p.desired)))
+	counts := map[policyv1.RolloutStatus]int{}
+	for _, c := range p.decision.Clusters {
+		counts[c.Status]++
+	}
+	for _, s := range rolloutStatuses {
+		rolloutClusters.WithLabelValues(root.Namespace, root.Name, string(s)).Set(float64(counts[s]))
+	}
+}
+
+// forget drops the gauges of a deleted root.
+func forget(namespace, name string) {
+	replicasGauge.DeleteLabelValues(namespace, name)
+	for _, s := range rolloutStatuses {
+		rolloutClusters.DeleteLabelValues(namespace, name, string(s))
+	}
+}

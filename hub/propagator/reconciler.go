@@ -1,0 +1,195 @@
+package propagator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/hub/rollout"
+	"regent.dev/regent/placement/decisions"
+)
+
+// Reconciler reconciles one root Policy: its replicas, their rollout, and its status.
+type Reconciler struct {
+	// Client writes to the apiserver; reads go to Reader.
+	Client client.Client
+	// Reader is the manager's cache.
+	Reader   client.Reader
+	Planner  *rollout.Planner
+	Recorder events.EventRecorder
+	// Workers bounds the writes one reconcile issues at once.
+	Workers int
+}
+
+// Reconcile reads the root and everything that selects it, decides, then writes.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	began := time.Now()
+	defer func() { reconcileSeconds.Observe(time.Since(began).Seconds()) }()
+
+	root := &policyv1.Policy{}
+	if err := r.Reader.Get(ctx, req.NamespacedName, root); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get root policy %s: %w", req, err)
+		}
+		// The root is gone: so are its replicas.
+		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
+	}
+	if isReplica(root) {
+		return ctrl.Result{}, nil
+	}
+	replicas, err := r.replicasOf(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	in, err := r.read(ctx, root, replicas)
+	if err != nil {
+		r.Recorder.Eventf(root, nil, "Warning", "PropagationFailed", "Propagate", "%v", err)
+		return ctrl.Result{}, err
+	}
+	plan, err := decide(r.Planner, in)
+	if err != nil {
+		// A bad strategy (unparsable deadline, maxFailures) is the user's to fix: say so on the
+		// root and wait for an edit rather than retrying.
+		return ctrl.Result{}, r.reportInvalid(ctx, root, err)
+	}
+	if err := r.writeRootStatus(ctx, root, plan); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.writeReplicas(ctx, root, plan, replicas); err != nil {
+		return ctrl.Result{}, err
+	}
+	observe(root, plan)
+	if plan.decision.RecheckAfter != nil {
+		return ctrl.Result{RequeueAfter: *plan.decision.RecheckAfter}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// read gathers, from the cache, everything decide needs.
+func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas map[string]*policyv1.Policy) (input, error) {
+	bindings := &policyv1.PlacementBindingList{}
+	if err := r.Reader.List(ctx, bindings, client.InNamespace(root.Namespace)); err != nil {
+		return input{}, fmt.Errorf("list placement bindings in %s: %w", root.Namespace, err)
+	}
+	policySets := &policyv1beta1.PolicySetList{}
+	if err := r.Reader.List(ctx, policySets, client.InNamespace(root.Namespace)); err != nil {
+		return input{}, fmt.Errorf("list policy sets in %s: %w", root.Namespace, err)
+	}
+	in := input{root: root, replicas: replicas, selection: selectRoot(root, bindings.Items, policySets.Items)}
+	if root.Spec.Disabled {
+		return in, nil
+	}
+	var err error
+	if in.groups, err = decisions.Groups(ctx, r.Reader, in.selection.Placements); err != nil {
+		return input{}, err
+	}
+	if len(in.selection.Enforcing) > 0 {
+		enforcing, err := decisions.Groups(ctx, r.Reader, in.selection.Enforcing)
+		if err != nil {
+			return input{}, err
+		}
+		in.enforcing = enforcing.GetClusters()
+	}
+	return in, nil
+}
+
+// writeRootStatus writes the root's status when it changed. It goes first and with the cached
+// resourceVersion: a decision taken on a stale root fails here, before any replica is touched.
+func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) error {
+	status := root.Status.DeepCopy()
+	status.Placement = p.selection.Status
+	status.Status = clusterLines(p.decision, p.compliance)
+	status.ComplianceState = aggregateCompliance(status.Status)
+	status.RolloutStatus = p.decision.Aggregate
+	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),
+		overridesConditionFor(root.Generation, p.overridesIgnored))
+	if equality.Semantic.DeepEqual(&root.Status, status) {
+		return nil
+	}
+	before := root.Status.DeepCopy()
+	root.Status = *status
+	if err := r.Client.Status().Update(ctx, root); err != nil {
+		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
+	}
+	writes.WithLabelValues("update", "policies/status").Inc()
+	r.announce(root, before, p.decision)
+	return nil
+}
+
+// announce records an Event for each step of the rollout the status write just made official.
+func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStatus, d rollout.Decision) {
+	if len(d.Started) > 0 && before.RolloutStatus != "" {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutStarted", "Enforce", "enforcing on %s", names(d.Started))
+	}
+	if len(d.TimedOut) > 0 {
+		r.Recorder.Eventf(root, nil, "Warning", "RolloutTimedOut", "Rollout", "no result within the progress deadline from %s", names(d.TimedOut))
+	}
+	prev := meta.FindStatusCondition(before.Conditions, rolloutCondition)
+	stopped := prev != nil && prev.Reason == "FailureBudgetSpent"
+	switch {
+	case d.BudgetSpent && !stopped:
+		r.Recorder.Eventf(root, nil, "Warning", "RolloutStopped", "Rollout", "failure budget spent by %s: no further cluster is enforced", names(d.Failing))
+	case d.Aggregate == policyv1.RolloutSucceeded && before.RolloutStatus != policyv1.RolloutSucceeded:
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutSucceeded", "Rollout", "all %d clusters succeeded", len(d.Clusters))
+	}
+}
+
+// reportInvalid puts an error the user must fix into the root's Rollout condition.
+func (r *Reconciler) reportInvalid(ctx context.Context, root *policyv1.Policy, cause error) error {
+	status := root.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, rolloutConditionInvalid(root.Generation, cause))
+	if equality.Semantic.DeepEqual(&root.Status, status) {
+		return nil
+	}
+	root.Status = *status
+	r.Recorder.Eventf(root, nil, "Warning", "InvalidRolloutStrategy", "Rollout", "%v", cause)
+	if err := r.Client.Status().Update(ctx, root); err != nil {
+		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
+	}
+	writes.WithLabelValues("update", "policies/status").Inc()
+	return nil
+}
+
+// replicasOf returns the replicas of a root by cluster, from the cache's index. The objects are
+// the cache's own and must not be modified.
+func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) (map[string]*policyv1.Policy, error) {
+	list := &policyv1.PolicyList{}
+	if err := r.Reader.List(ctx, list, client.MatchingFields{rootIndex: root.Namespace + "." + root.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list replicas of %s: %w", root, err)
+	}
+	out := make(map[string]*policyv1.Policy, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Namespace] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// strategyOf returns the root's strategy, All when it has none, and whether its enforcement rolls
+// out progressively.
+func strategyOf(root *policyv1.Policy) (clusterv1alpha1.RolloutStrategy, rollout.Mode) {
+	s := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
+	if root.Spec.RolloutStrategy != nil && root.Spec.RolloutStrategy.Type != "" {
+		s = *root.Spec.RolloutStrategy
+	}
+	enforce := strings.EqualFold(string(root.Spec.RemediationAction), string(policyv1.Enforce))
+	switch {
+	case !enforce:
+		return s, rollout.InformAsIs
+	case s.Type == clusterv1alpha1.All:
+		return s, rollout.AsIs
+	}
+	return s, rollout.Progressive
+}

@@ -1,0 +1,94 @@
+package propagator
+
+import (
+	"encoding/json"
+	"maps"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// specs are the two versions of a root's spec a replica can carry: active, the root as it is
+// (what a cluster gets once its turn came), and inform, the same with remediation set to inform
+// (what a cluster waiting in a progressive rollout carries). Shared read-only across clusters.
+type specs struct {
+	active, inform, enforced *policyv1.PolicySpec
+}
+
+func specsOf(root *policyv1.Policy) specs {
+	inform := root.Spec.DeepCopy()
+	inform.RemediationAction = policyv1.Inform
+	enforced := root.Spec.DeepCopy()
+	enforced.RemediationAction = policyv1.Enforce
+	return specs{active: &root.Spec, inform: inform, enforced: enforced}
+}
+
+// replicaMeta returns the labels and annotations of root's replica in cluster, with OCM's
+// copyPolicyMetadata semantics: all of the root's metadata by default, only the policy framework's
+// own when false.
+func replicaMeta(root *policyv1.Policy, cluster string) (labels, annotations map[string]string) {
+	copyAll := root.Spec.CopyPolicyMetadata == nil || *root.Spec.CopyPolicyMetadata
+	keep := func(in map[string]string) map[string]string {
+		out := make(map[string]string, len(in)+3)
+		for k, v := range in {
+			if k == lastAppliedConfig {
+				continue
+			}
+			if copyAll || strings.HasPrefix(k, frameworkPrefix) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	labels, annotations = keep(root.Labels), keep(root.Annotations)
+	labels[RootPolicyLabel] = ReplicaName(root)
+	labels[ClusterNameLabel] = cluster
+	labels[ClusterNSLabel] = cluster
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	return labels, annotations
+}
+
+// newReplica builds the object written to the apiserver.
+func newReplica(root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec) *policyv1.Policy {
+	labels, annotations := replicaMeta(root, cluster)
+	return &policyv1.Policy{
+		ObjectMeta: metav1.ObjectMeta{Name: ReplicaName(root), Namespace: cluster, Labels: labels, Annotations: annotations},
+		Spec:       *spec.DeepCopy(),
+	}
+}
+
+// replicaCurrent says whether an existing replica already is what newReplica would build.
+func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec) bool {
+	labels, annotations := replicaMeta(root, existing.Namespace)
+	return mapsEqual(existing.Labels, labels) && mapsEqual(existing.Annotations, annotations) &&
+		specEqual(&existing.Spec, spec)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	return len(a) == len(b) && maps.Equal(a, b)
+}
+
+// specEqual compares specs as the apiserver stores them. The fast path is a plain comparison;
+// templates are raw JSON whose key order the apiserver may change, so on a mismatch they are
+// compared decoded.
+func specEqual(a, b *policyv1.PolicySpec) bool {
+	if equality.Semantic.DeepEqual(a, b) {
+		return true
+	}
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	var va, vb any
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}

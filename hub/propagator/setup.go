@@ -1,0 +1,120 @@
+package propagator
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+)
+
+// Cache indexes: replicas by their root, bindings by their placement.
+const (
+	rootIndex      = "regent.dev/root-policy"
+	placementIndex = "regent.dev/placement"
+)
+
+// SetupWithManager registers the indexes and the controller. Roots are the primary kind; replicas,
+// bindings, policy sets and placement decisions map to the roots they concern.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &policyv1.Policy{}, rootIndex, func(o client.Object) []string {
+		if v, ok := o.GetLabels()[RootPolicyLabel]; ok {
+			return []string{v}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index replicas by root: %w", err)
+	}
+	if err := idx.IndexField(ctx, &policyv1.PlacementBinding{}, placementIndex, func(o client.Object) []string {
+		return []string{o.(*policyv1.PlacementBinding).PlacementRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index bindings by placement: %w", err)
+	}
+	roots := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isReplica(o.(*policyv1.Policy)) })
+	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o.(*policyv1.Policy)) })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("root-policy").
+		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
+		Watches(&policyv1.Policy{}, handler.EnqueueRequestsFromMapFunc(replicaToRoot), builder.WithPredicates(replicas)).
+		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
+		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
+		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
+		// A process may build the hub's manager more than once (tests restart it in-process).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+}
+
+func replicaToRoot(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := rootOf(o.(*policyv1.Policy))
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// bindingToRoots enqueues the roots a binding names, directly or through a policy set.
+func (r *Reconciler) bindingToRoots(ctx context.Context, o client.Object) []reconcile.Request {
+	b := o.(*policyv1.PlacementBinding)
+	var out []reconcile.Request
+	for _, s := range b.Subjects {
+		switch s.Kind {
+		case "Policy":
+			out = append(out, request(b.Namespace, s.Name))
+		case "PolicySet":
+			set := &policyv1beta1.PolicySet{}
+			if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: s.Name}, set); err != nil {
+				continue
+			}
+			for _, p := range set.Spec.Policies {
+				out = append(out, request(b.Namespace, string(p)))
+			}
+		}
+	}
+	return out
+}
+
+// policySetToRoots enqueues a set's policies. A policy removed from the set is enqueued by the
+// event's old object: controller-runtime calls the map function for both.
+func (r *Reconciler) policySetToRoots(_ context.Context, o client.Object) []reconcile.Request {
+	set := o.(*policyv1beta1.PolicySet)
+	out := make([]reconcile.Request, 0, len(set.Spec.Policies))
+	for _, p := range set.Spec.Policies {
+		out = append(out, request(set.Namespace, string(p)))
+	}
+	return out
+}
+
+// decisionToRoots enqueues the roots bound to the decision's placement.
+func (r *Reconciler) decisionToRoots(ctx context.Context, o client.Object) []reconcile.Request {
+	placement := o.GetLabels()[clusterv1beta1.PlacementLabel]
+	if placement == "" {
+		return nil
+	}
+	bindings := &policyv1.PlacementBindingList{}
+	if err := r.Reader.List(ctx, bindings, client.InNamespace(o.GetNamespace()), client.MatchingFields{placementIndex: placement}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range bindings.Items {
+		if bindings.Items[i].PlacementRef.Kind == placementKind {
+			out = append(out, r.bindingToRoots(ctx, &bindings.Items[i])...)
+		}
+	}
+	return out
+}
+
+func request(namespace, name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
+}

@@ -1,0 +1,172 @@
+package propagator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// fieldOwner is the hub's field manager for the replica status fields it applies.
+const fieldOwner = client.FieldOwner("regent-hub")
+
+// writeReplicas brings the replicas to the plan: specs first for every cluster (so a large
+// propagation makes every replica exist before it spends requests on statuses), then rollout
+// statuses, then deletions of replicas no longer selected.
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) error {
+	clusters := make([]string, 0, len(p.desired))
+	for name := range p.desired {
+		clusters = append(clusters, name)
+	}
+	sort.Strings(clusters)
+	err := r.each(clusters, func(cluster string) error {
+		return r.writeSpec(ctx, root, cluster, p.desired[cluster], existing[cluster])
+	})
+	if err != nil {
+		return err
+	}
+	err = r.each(clusters, func(cluster string) error {
+		return r.writeStatus(ctx, root, cluster, p, existing[cluster])
+	})
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for cluster := range existing {
+		if _, ok := p.desired[cluster]; !ok {
+			gone = append(gone, cluster)
+		}
+	}
+	return r.each(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) })
+}
+
+func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, existing *policyv1.Policy) error {
+	if existing != nil && replicaCurrent(existing, root, spec) {
+		return nil
+	}
+	want := newReplica(root, cluster, spec)
+	if existing == nil {
+		if err := r.Client.Create(ctx, want); err != nil {
+			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
+		}
+		writes.WithLabelValues("create", "policies").Inc()
+		return nil
+	}
+	// Update with the cached resourceVersion: an edit the cache has not seen yet fails with a
+	// conflict and the reconcile is retried with fresh data rather than overwriting blindly.
+	want.ResourceVersion = existing.ResourceVersion
+	want.Status = existing.Status
+	if err := r.Client.Update(ctx, want); err != nil {
+		return fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
+	}
+	writes.WithLabelValues("update", "policies").Inc()
+	return nil
+}
+
+// writeStatus applies the cluster's rollout status to its replica: the status itself and a
+// Rollout condition whose lastTransitionTime is the rollout clock of that cluster, so the spoke
+// and anyone reading the replica see the same clock as the root. Server-side apply, so the
+// compliance the spoke writes into the same status is never overwritten.
+func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy) error {
+	c := p.decision.Clusters[cluster]
+	if existing != nil && replicaStatusCurrent(existing, c.Status, c.LastTransitionTime) {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(policyv1.GroupVersion.String())
+	u.SetKind("Policy")
+	u.SetNamespace(cluster)
+	u.SetName(ReplicaName(root))
+	u.Object["status"] = map[string]any{
+		"rolloutStatus": string(c.Status),
+		"conditions": []any{map[string]any{
+			"type":               rolloutCondition,
+			"status":             string(conditionStatus(c.Status)),
+			"reason":             string(c.Status),
+			"message":            "rollout status of this cluster, set by the hub",
+			"lastTransitionTime": c.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z"),
+		}},
+	}
+	err := r.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), fieldOwner, client.ForceOwnership)
+	if err != nil {
+		return fmt.Errorf("apply rollout status of replica %s/%s: %w", cluster, u.GetName(), err)
+	}
+	writes.WithLabelValues("apply", "policies/status").Inc()
+	return nil
+}
+
+func replicaStatusCurrent(rep *policyv1.Policy, status policyv1.RolloutStatus, since *metav1.Time) bool {
+	if rep.Status.RolloutStatus != status {
+		return false
+	}
+	for _, c := range rep.Status.Conditions {
+		if c.Type == rolloutCondition {
+			return c.Reason == string(status) && c.LastTransitionTime.Equal(since)
+		}
+	}
+	return false
+}
+
+func conditionStatus(s policyv1.RolloutStatus) metav1.ConditionStatus {
+	if s == policyv1.RolloutSucceeded {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+func (r *Reconciler) deleteReplica(ctx context.Context, rep *policyv1.Policy) error {
+	err := r.Client.Delete(ctx, rep, client.Preconditions{UID: &rep.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete replica %s/%s: %w", rep.Namespace, rep.Name, err)
+	}
+	writes.WithLabelValues("delete", "policies").Inc()
+	return nil
+}
+
+// cleanup deletes every replica of a root that no longer exists.
+func (r *Reconciler) cleanup(ctx context.Context, root types.NamespacedName) error {
+	forget(root.Namespace, root.Name)
+	replicas, err := r.replicasOf(ctx, root)
+	if err != nil {
+		return err
+	}
+	reps := make([]string, 0, len(replicas))
+	for cluster := range replicas {
+		reps = append(reps, cluster)
+	}
+	return r.each(reps, func(cluster string) error { return r.deleteReplica(ctx, replicas[cluster]) })
+}
+
+// each runs fn for every item, at most Workers at a time, and joins the errors.
+func (r *Reconciler) each(items []string, fn func(string) error) error {
+	workers := max(r.Workers, 1)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, workers)
+	)
+	for _, item := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(item); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
