@@ -1,0 +1,52 @@
+package policyserver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics live in a registry of the server's own, so that servers in one process (tests) do not
+// collide and /metrics shows only this server.
+type metrics struct {
+	registry    *prometheus.Registry
+	evaluations *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	inFlight    prometheus.Gauge
+	rejected    *prometheus.CounterVec
+	loaded      prometheus.Gauge
+	loadErrors  *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policy_evaluations_total",
+			Help: "Policy evaluations by policy, mode (protect, monitor, audit) and outcome (accepted, rejected, mutated, error). In monitor mode the outcome is the policy's real answer, though the request was admitted.",
+		}, []string{"policy", "mode", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "regent_policy_evaluation_duration_seconds",
+			Help:    "Time to evaluate one admission request with one policy, waiting for an instance included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"policy"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "regent_policyserver_requests_in_flight",
+			Help: "Admission requests being evaluated now.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policyserver_requests_rejected_total",
+			Help: "Requests turned away before evaluation, by reason (overloaded, bad_request, unknown_policy).",
+		}, []string{"reason"}),
+		loaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "regent_policyserver_policies_loaded",
+			Help: "Policy revisions loaded and serving.",
+		}),
+		loadErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policyserver_policy_load_errors_total",
+			Help: "Failed attempts to load a policy, by policy.",
+		}, []string{"policy"}),
+	}
+	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

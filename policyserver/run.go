@@ -1,0 +1,163 @@
+package policyserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"regent.dev/regent/policyserver/engine"
+)
+
+// Options configure a policy server.
+type Options struct {
+	// Addr is the HTTPS listen address (default ":8443"); Listener, when set, is used instead.
+	Addr     string
+	Listener net.Listener
+	// CertFile and KeyFile are the serving certificate, reloaded when they change.
+	CertFile, KeyFile string
+	// PoliciesFile is the policies configuration (see Config); it is re-read every
+	// ReloadInterval (default 5s, negative: never) and changes are applied live.
+	PoliciesFile   string
+	ReloadInterval time.Duration
+	// CacheDir keeps compiled modules between restarts (wazero's compilation cache).
+	CacheDir string
+	// Workers bounds evaluations at once (default GOMAXPROCS); MaxQueue bounds the requests
+	// waiting for a worker (default 64 per worker) before the server answers 429.
+	Workers, MaxQueue int
+	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
+	MemoryLimitBytes uint64
+	Logger           logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = ":8443"
+	}
+	if o.ReloadInterval == 0 {
+		o.ReloadInterval = 5 * time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = 64 * o.Workers
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+// NewServer starts an engine and a server with no policies; Apply loads them. Close releases
+// it. Run is the usual way in; NewServer serves tests and embedders.
+func NewServer(ctx context.Context, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	e, err := engine.New(ctx, engine.Options{
+		CacheDir: opts.CacheDir, MemoryLimitBytes: opts.MemoryLimitBytes,
+		MaxInstancesPerPolicy: opts.Workers, Logger: opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newServer(e, opts.Workers, opts.MaxQueue, opts.Logger), nil
+}
+
+// Close unloads every policy and stops the engine.
+func (s *Server) Close(ctx context.Context) error {
+	s.policies.Close()
+	return s.engine.Close(ctx)
+}
+
+// Run serves admission requests over HTTPS until ctx is done: it loads the policies file (a
+// policy that fails to load is logged and skipped; the server serves the others), then watches
+// it. It is the `regent policy-server` command.
+func Run(ctx context.Context, opts Options) error {
+	opts = opts.withDefaults()
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return errors.New("policy server: a certificate and key file are required (admission webhooks are HTTPS only)")
+	}
+	certs, err := newCertReloader(opts.CertFile, opts.KeyFile)
+	if err != nil {
+		return fmt.Errorf("policy server: %w", err)
+	}
+	s, err := NewServer(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("policy server: %w", err)
+	}
+	defer s.Close(context.Background())
+
+	if opts.PoliciesFile != "" {
+		cfg, err := ReadConfig(opts.PoliciesFile)
+		if err != nil {
+			return fmt.Errorf("policy server: %w", err)
+		}
+		if err := s.Apply(ctx, cfg); err != nil {
+			opts.Logger.Error(err, "some policies did not load")
+		}
+		if opts.ReloadInterval > 0 {
+			go s.watchConfig(ctx, opts.PoliciesFile, opts.ReloadInterval)
+		}
+	}
+	s.ready.Store(true) // with no file, nothing to wait for
+
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
+			return fmt.Errorf("policy server: listen: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		// kube-apiserver gives a webhook at most 30s.
+		WriteTimeout: 35 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	opts.Logger.Info("policy server listening", "addr", ln.Addr().String(), "policies", len(s.Loaded()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("policy server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// watchConfig re-applies the policies file whenever its contents change.
+func (s *Server) watchConfig(ctx context.Context, path string, interval time.Duration) {
+	last, _ := os.ReadFile(path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := os.ReadFile(path)
+		if err != nil || string(cur) == string(last) {
+			continue
+		}
+		last = cur
+		cfg, err := ReadConfig(path)
+		if err != nil {
+			s.log.Error(err, "policies file changed but is invalid; keeping the policies loaded")
+			continue
+		}
+		if err := s.Apply(ctx, cfg); err != nil {
+			s.log.Error(err, "some policies did not reload")
+		}
+	}
+}

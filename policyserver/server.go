@@ -1,0 +1,238 @@
+package policyserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/registry"
+)
+
+// maxReviewBytes bounds a request body: kube-apiserver objects are at most ~3 MiB, and a review
+// can carry the object twice (object, oldObject).
+const maxReviewBytes = 8 << 20
+
+// servedPolicy is a loaded policy with what the server, not the engine, decides about it.
+type servedPolicy struct {
+	*engine.Policy
+	name        string
+	mode        PolicyMode
+	fingerprint string
+}
+
+// Server answers admission requests for the policies in its registry.
+type Server struct {
+	engine   *engine.Engine
+	policies *registry.Registry[*servedPolicy]
+	metrics  *metrics
+	log      logr.Logger
+	mux      *http.ServeMux
+
+	// workers bounds evaluations running at once (≈ cores: more only adds contention);
+	// waiting bounds the queue behind them, beyond which requests are turned away (429).
+	workers  chan struct{}
+	waiting  atomic.Int64
+	maxQueue int64
+
+	ready atomic.Bool
+
+	applyMu     sync.Mutex
+	generations map[string]int64
+}
+
+// Engine returns the server's evaluation engine.
+func (s *Server) Engine() *engine.Engine { return s.engine }
+
+// Handler serves /validate, /audit, /readyz, /livez and /metrics.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func newServer(e *engine.Engine, workers, maxQueue int, log logr.Logger) *Server {
+	s := &Server{
+		engine:      e,
+		policies:    registry.New[*servedPolicy](),
+		metrics:     newMetrics(),
+		log:         log,
+		workers:     make(chan struct{}, workers),
+		maxQueue:    int64(maxQueue),
+		generations: map[string]int64{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /validate/{policy}", s.serveAdmission(false))
+	mux.HandleFunc("POST /validate/{policy}/{generation}", s.serveAdmission(false))
+	mux.HandleFunc("POST /audit/{policy}", s.serveAdmission(true))
+	mux.HandleFunc("POST /audit/{policy}/{generation}", s.serveAdmission(true))
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	s.mux = mux
+	return s
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "policies not loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+	for _, k := range s.policies.Keys() {
+		fmt.Fprintf(w, "%s/%d\n", k.Name, k.Generation)
+	}
+}
+
+func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("policy")
+		var generation int64
+		if g := r.PathValue("generation"); g != "" {
+			var err error
+			if generation, err = strconv.ParseInt(g, 10, 64); err != nil || generation <= 0 {
+				s.metrics.rejected.WithLabelValues("bad_request").Inc()
+				http.Error(w, fmt.Sprintf("generation %q is not a positive integer", g), http.StatusBadRequest)
+				return
+			}
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
+		if err != nil {
+			s.metrics.rejected.WithLabelValues("bad_request").Inc()
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rev, meta, err := decodeReview(body)
+		if err != nil {
+			s.metrics.rejected.WithLabelValues("bad_request").Inc()
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		p, key, release, ok := s.policies.Acquire(name, generation)
+		if !ok {
+			s.metrics.rejected.WithLabelValues("unknown_policy").Inc()
+			what := "policy " + strconv.Quote(name)
+			if generation != 0 {
+				what += " generation " + strconv.FormatInt(generation, 10)
+			}
+			http.Error(w, what+" is not loaded", http.StatusNotFound)
+			return
+		}
+		defer release()
+		if !s.enterWorker(r.Context()) {
+			s.metrics.rejected.WithLabelValues("overloaded").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "policy server overloaded: too many requests waiting", http.StatusTooManyRequests)
+			return
+		}
+		resp := s.evaluate(r.Context(), p, key, audit, rev.Request, meta)
+		<-s.workers
+		out, err := encodeReview(rev.APIVersion, resp)
+		if err != nil {
+			http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}
+}
+
+// enterWorker takes a worker slot, waiting in a bounded queue; false means the queue is full or
+// the caller gave up.
+func (s *Server) enterWorker(ctx context.Context) bool {
+	select {
+	case s.workers <- struct{}{}:
+		return true
+	default:
+	}
+	if s.waiting.Add(1) > s.maxQueue {
+		s.waiting.Add(-1)
+		return false
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.workers <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// evaluate runs the policy and turns its answer into an AdmissionResponse: errors deny (fail
+// closed) with what failed; a mutation becomes a JSONPatch when the policy may mutate and a
+// denial when it may not; monitor mode admits whatever the answer (audit reports it as is).
+func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key, audit bool, request []byte, meta requestMeta) *admissionv1.AdmissionResponse {
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+	start := time.Now()
+	answer, err := p.Validate(ctx, request)
+	s.metrics.latency.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
+
+	mode := string(p.mode)
+	if audit {
+		mode = "audit"
+	}
+	resp, outcome := s.decide(p, key, audit, answer, err, meta)
+	s.metrics.evaluations.WithLabelValues(p.name, mode, outcome).Inc()
+	if err != nil {
+		s.log.Error(err, "policy evaluation failed", "policy", key.Name, "generation", key.Generation, "uid", meta.UID)
+	}
+	if p.mode == ModeMonitor && !audit {
+		if outcome != "accepted" {
+			s.log.Info("monitor mode: request would have been rejected", "policy", key.Name, "uid", meta.UID, "outcome", outcome, "message", messageOf(resp))
+		}
+		return &admissionv1.AdmissionResponse{UID: meta.UID, Allowed: true}
+	}
+	return resp
+}
+
+func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer engine.Response, err error, meta requestMeta) (*admissionv1.AdmissionResponse, string) {
+	uid := meta.UID
+	if err != nil {
+		code := int32(http.StatusInternalServerError)
+		if errors.Is(err, engine.ErrTimeout) {
+			code = http.StatusGatewayTimeout
+		}
+		return deny(uid, code, fmt.Sprintf("policy %s (generation %d) failed, so the request is denied: %v", key.Name, key.Generation, err)), "error"
+	}
+	if !answer.Accepted {
+		code := answer.Code
+		if code == 0 {
+			code = http.StatusBadRequest
+		}
+		resp := deny(uid, code, answer.Message)
+		resp.Warnings = answer.Warnings
+		resp.AuditAnnotations = answer.AuditAnnotations
+		return resp, "rejected"
+	}
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true, Warnings: answer.Warnings, AuditAnnotations: answer.AuditAnnotations}
+	if answer.MutatedObject == nil || audit {
+		return resp, "accepted"
+	}
+	if !p.Spec().Mutating {
+		return deny(uid, http.StatusInternalServerError, fmt.Sprintf("policy %s is not allowed to mutate the request, but it answered with a mutated object", key.Name)), "error"
+	}
+	patch, err := engine.Patch(meta.Object, answer.MutatedObject)
+	if err != nil {
+		return deny(uid, http.StatusInternalServerError, fmt.Sprintf("policy %s: %v", key.Name, err)), "error"
+	}
+	if patch == nil {
+		return resp, "accepted"
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.Patch, resp.PatchType = patch, &pt
+	return resp, "mutated"
+}
+
+func messageOf(r *admissionv1.AdmissionResponse) string {
+	if r.Result == nil {
+		return ""
+	}
+	return r.Result.Message
+}
