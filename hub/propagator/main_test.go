@@ -6,6 +6,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"regent.dev/regent/fleet"
 )
 
@@ -14,6 +17,7 @@ import (
 var hubCluster *fleet.Cluster
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	f, err := fleet.Start(context.Background(), fleet.Options{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start hub: %v\n", err)

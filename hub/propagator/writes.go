@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,13 +29,21 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		clusters = append(clusters, name)
 	}
 	sort.Strings(clusters)
-	err := r.each(clusters, func(cluster string) error {
-		return r.writeSpec(ctx, root, cluster, p.desired[cluster], existing[cluster])
-	})
-	if err != nil {
-		return err
+	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
+	// a cluster and gives it to another, the two are never enforced at once.
+	for _, enforcing := range []bool{false, true} {
+		err := r.each(clusters, func(cluster string) error {
+			spec := p.desired[cluster]
+			if isEnforce(spec) != enforcing {
+				return nil
+			}
+			return r.writeSpec(ctx, root, cluster, spec, existing[cluster])
+		})
+		if err != nil {
+			return err
+		}
 	}
-	err = r.each(clusters, func(cluster string) error {
+	err := r.each(clusters, func(cluster string) error {
 		return r.writeStatus(ctx, root, cluster, p, existing[cluster])
 	})
 	if err != nil {
@@ -47,6 +56,10 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		}
 	}
 	return r.each(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) })
+}
+
+func isEnforce(spec *policyv1.PolicySpec) bool {
+	return strings.EqualFold(string(spec.RemediationAction), string(policyv1.Enforce))
 }
 
 func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, existing *policyv1.Policy) error {

@@ -13,7 +13,7 @@ import (
 // Progressive the handler fills its window of maxConcurrency clusters in name order, so a cluster
 // that joins mid-rollout with a name before an in-flight one takes that one's place in the window
 // although it is still applying or soaking; starting every ToApply of the window would then exceed
-// maxConcurrency. Each displaced cluster costs the window one start. In-flight means what the
+// maxConcurrency. Each displaced cluster costs the window one of its ToApply starts. In-flight means what the
 // handler itself keeps in its window: Progressing or Failed (the deadline, when passed, is the
 // handler's to call), or Succeeded within the soak time.
 func displaced(in Input, d Decision, result sdkv1alpha1.RolloutResult, now time.Time) []string {

@@ -105,7 +105,12 @@ func (p *Planner) Plan(in Input) (Decision, error) {
 	}
 	out.BudgetSpent = result.MaxFailureBreach
 	soaking := false
-	free := len(result.ClustersToRollout) - len(displaced(in, out, result, now.Time))
+	free := -len(displaced(in, out, result, now.Time))
+	for _, r := range result.ClustersToRollout {
+		if out.Clusters[r.ClusterName].Status == policyv1.RolloutToApply {
+			free++
+		}
+	}
 	for _, r := range result.ClustersToRollout {
 		c := out.Clusters[r.ClusterName]
 		switch c.Status {
@@ -115,11 +120,11 @@ func (p *Planner) Plan(in Input) (Decision, error) {
 			if !out.BudgetSpent && free > 0 {
 				set(r.ClusterName, c, policyv1.RolloutProgressing)
 				out.Started = append(out.Started, r.ClusterName)
+				free--
 			}
 		case policyv1.RolloutSucceeded:
 			soaking = true
 		}
-		free--
 	}
 	out.RecheckAfter = result.RecheckAfter
 	if len(out.Started) > 0 {

@@ -219,6 +219,17 @@ func TestPlan_Progressive_ClusterAddedAfterSuccessGetsAMiniatureRollout(t *testi
 	eq(t, "aggregate", s.plan().Aggregate, policyv1.RolloutSucceeded)
 }
 
+func TestPlan_Progressive_ClustersJoiningBeforeInFlightOnesFillOnlyFreeSlots(t *testing.T) {
+	s := newSim(t, Progressive, progressive(2, 0, "", 0), oneGroup("c1", "c2", "c3"))
+	eq(t, "first turn", s.plan().Started, []string{"c1", "c2"})
+	s.answer(policyv1.Compliant, "c1")
+	eq(t, "second turn", s.plan().Started, []string{"c3"})
+	s.in.Groups = oneGroup("a1", "a2", "c1", "c2", "c3")
+	eq(t, "start while c2 and c3 are in flight", s.plan().Started, []string(nil))
+	s.answer(policyv1.Compliant, "c2")
+	eq(t, "start once c2 succeeded", s.plan().Started, []string{"a1"})
+}
+
 func TestPlan_Progressive_AnEnforcedReplicaCountsAgainstConcurrency(t *testing.T) {
 	// The root lost its record (a restart between writing the replica and the root's status):
 	// the enforced replica still takes the only slot.
