@@ -42,7 +42,8 @@ func TestTimeout_WASICommandIsStopped(t *testing.T) {
 
 func TestMemoryLimit_GuestThatGrowsWithoutBoundIsStoppedWithAClearError(t *testing.T) {
 	e := newTestEngine(t, Options{MemoryLimitBytes: 32 << 20})
-	p := load(t, e, Spec{Module: guest(t, "wapc-misbehave"), Settings: json.RawMessage(`{"behaviour":"allocate"}`)})
+	// A generous deadline: this test is about memory, and a slow machine must not turn it into a timeout.
+	p := load(t, e, Spec{Module: guest(t, "wapc-misbehave"), Timeout: time.Minute, Settings: json.RawMessage(`{"behaviour":"allocate"}`)})
 	_, err := p.Validate(context.Background(), podRequest(t, "default", nil))
 	if err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("want an out-of-memory error, got %v", err)

@@ -32,6 +32,9 @@ type pool struct {
 
 	mu     sync.Mutex
 	closed bool
+	// replacing counts background replacements, which close waits for: an engine must not be
+	// closed under an instance still starting.
+	replacing sync.WaitGroup
 }
 
 func newPool(size int, create func(ctx context.Context) (instance, error)) *pool {
@@ -77,11 +80,15 @@ func (p *pool) release(inst instance) {
 		return
 	}
 	if !inst.reusable() {
-		p.mu.Unlock()
-		inst.close()
 		// Replace it in the background, keeping its slot, so the next request finds a ready
 		// instance instead of paying for a start (a one-shot WASI command, a timed-out guest).
-		go p.replace()
+		p.replacing.Add(1)
+		p.mu.Unlock()
+		inst.close()
+		go func() {
+			defer p.replacing.Done()
+			p.replace()
+		}()
 		return
 	}
 	p.idle <- inst // never blocks: at most cap(slots) instances exist
@@ -108,10 +115,13 @@ func (p *pool) warm(inst instance) {
 	p.release(inst)
 }
 
+// close closes idle instances and waits for replacements being started; instances in use are
+// closed when released.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.replacing.Wait()
 	for {
 		select {
 		case inst := <-p.idle:

@@ -64,11 +64,12 @@ type wasiInstance struct {
 	stderr   stderrHead
 	cancel   context.CancelFunc
 	done     chan error
+	finished chan struct{}
 	used     bool
 }
 
 func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance {
-	i := &wasiInstance{engine: e, compiled: compiled, done: make(chan error, 1)}
+	i := &wasiInstance{engine: e, compiled: compiled, done: make(chan error, 1), finished: make(chan struct{})}
 	stdin, stdinWriter := io.Pipe()
 	i.stdin = stdinWriter
 	// The run outlives the call that started it, so it has a context of its own; a request's
@@ -82,6 +83,7 @@ func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance
 		}
 		_ = stdin.Close()
 		i.done <- err
+		close(i.finished)
 	}()
 	return i
 }
@@ -120,7 +122,9 @@ func (i *wasiInstance) validateSettings(ctx context.Context, settings []byte) ([
 // reusable is false once the command has answered: a command runs once.
 func (i *wasiInstance) reusable() bool { return !i.used }
 
+// close stops the command and waits for it, so the engine is never closed under a running one.
 func (i *wasiInstance) close() {
 	i.cancel()
 	_ = i.stdin.CloseWithError(errors.New("policy unloaded"))
+	<-i.finished
 }
