@@ -31,6 +31,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Workers bounds the writes one reconcile issues at once.
 	Workers int
+
+	expect expectations
 }
 
 // Reconcile reads the root and everything that selects it, decides, then writes.

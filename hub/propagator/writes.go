@@ -29,6 +29,14 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		clusters = append(clusters, name)
 	}
 	sort.Strings(clusters)
+	// Replicas whose last write the cache has not seen yet wait for the next pass.
+	var ready []string
+	for _, cluster := range clusters {
+		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster])) {
+			ready = append(ready, cluster)
+		}
+	}
+	clusters = ready
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
 	// a cluster and gives it to another, the two are never enforced at once.
 	for _, enforcing := range []bool{false, true} {
@@ -71,6 +79,7 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, clust
 		if err := r.Client.Create(ctx, want); err != nil {
 			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
 		}
+		r.expect.wrote(replicaKey(root, cluster), "", want.ResourceVersion)
 		writes.WithLabelValues("create", "policies").Inc()
 		return nil
 	}
@@ -81,6 +90,7 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, clust
 	if err := r.Client.Update(ctx, want); err != nil {
 		return fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
+	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return nil
 }
@@ -113,8 +123,20 @@ func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, clu
 	if err != nil {
 		return fmt.Errorf("apply rollout status of replica %s/%s: %w", cluster, u.GetName(), err)
 	}
+	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
 	writes.WithLabelValues("apply", "policies/status").Inc()
 	return nil
+}
+
+func replicaKey(root *policyv1.Policy, cluster string) types.NamespacedName {
+	return types.NamespacedName{Namespace: cluster, Name: ReplicaName(root)}
+}
+
+func cachedRV(rep *policyv1.Policy) string {
+	if rep == nil {
+		return ""
+	}
+	return rep.ResourceVersion
 }
 
 func replicaStatusCurrent(rep *policyv1.Policy, status policyv1.RolloutStatus, since *metav1.Time) bool {

@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"regent.dev/regent/hub"
+)
+
+// Environment of the hub child process.
+const (
+	envKubeconfig = "REGENT_BENCH_HUB_KUBECONFIG"
+	envQPS        = "REGENT_BENCH_HUB_QPS"
+	envBurst      = "REGENT_BENCH_HUB_BURST"
+	envMetrics    = "REGENT_BENCH_HUB_METRICS"
+)
+
+// TestHubProcess is the hub child of the benchmark; run without its environment it does nothing.
+func TestHubProcess(t *testing.T) {
+	kubeconfig := os.Getenv(envKubeconfig)
+	if kubeconfig == "" {
+		return
+	}
+	ctrl.SetLogger(logr.Discard())
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qps, _ := strconv.ParseFloat(os.Getenv(envQPS), 32)
+	burst, _ := strconv.Atoi(os.Getenv(envBurst))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics)}); err != nil {
+		t.Fatal(err)
+	}
+}

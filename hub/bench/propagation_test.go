@@ -1,0 +1,312 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/hub"
+	"regent.dev/regent/hub/propagator"
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(clusterv1.Install(s))
+	utilruntime.Must(clusterv1beta1.Install(s))
+	utilruntime.Must(policyv1.AddToScheme(s))
+	return s
+}()
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// BenchmarkPropagation: 1,000 clusters, 10 root policies, strategy All. Reports seconds until all
+// replicas exist and requests for the hub, for a plain client-go loop creating the same objects
+// at the same QPS/burst, and for an unthrottled 16-worker loop (the apiserver's ceiling).
+func BenchmarkPropagation(b *testing.B) {
+	clusters, roots := envInt("REGENT_BENCH_CLUSTERS", 1000), envInt("REGENT_BENCH_ROOTS", 10)
+	qps, burst := envInt("REGENT_BENCH_QPS", hub.DefaultQPS), envInt("REGENT_BENCH_BURST", hub.DefaultBurst)
+	h := fleettest.Hub(b)
+	ctx := context.Background()
+	admin := rest.CopyConfig(h.Config)
+	admin.QPS, admin.Burst = -1, 0
+	c, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := setupFleet(b, ctx, c, clusters)
+	want := clusters * roots
+
+	for i := 0; i < b.N; i++ {
+		// The hub first: the peers' objects would look like roots to it.
+		hubSecs, requests, writes, rss := runHub(b, ctx, c, h.Kubeconfig, names, roots, qps, burst, fmt.Sprintf("run%d", i))
+		limited := rest.CopyConfig(h.Config)
+		limited.QPS, limited.Burst = float32(qps), burst
+		peer := createLoop(b, ctx, limited, names, roots, fmt.Sprintf("peer%d", i), 16)
+		ceiling := createLoop(b, ctx, admin, names, roots, fmt.Sprintf("ceiling%d", i), 16)
+		b.ReportMetric(hubSecs, "hub-s")
+		b.ReportMetric(float64(want)/hubSecs, "hub-replicas/s")
+		b.ReportMetric(requests/float64(want), "hub-requests/replica")
+		b.ReportMetric(writes/float64(want), "hub-writes/replica")
+		b.ReportMetric(rss/(1<<20), "hub-peak-rss-MiB")
+		b.ReportMetric(peer, "client-loop-s")
+		b.ReportMetric(ceiling, "unthrottled-s")
+		b.ReportMetric(hubSecs/peer, "hub/client-loop")
+		b.ReportMetric(hubSecs/ceiling, "hub/unthrottled")
+	}
+}
+
+// setupFleet registers clusters (ManagedCluster + namespace) as fast as the apiserver allows.
+func setupFleet(b *testing.B, ctx context.Context, c client.Client, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("cluster%04d", i)
+	}
+	parallel(16, n, func(i int) error {
+		for _, o := range []client.Object{
+			&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: names[i]}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}},
+		} {
+			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	return names
+}
+
+func policy(name, namespace string) *policyv1.Policy {
+	tmpl := fmt.Sprintf(`{"apiVersion":"policy.open-cluster-management.io/v1","kind":"ConfigurationPolicy","metadata":{"name":%q},"spec":{"remediationAction":"inform","severity":"low","object-templates":[{"complianceType":"musthave","objectDefinition":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"prod"}}}]}}`, name)
+	return &policyv1.Policy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Enforce,
+			RolloutStrategy: &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All},
+			PolicyTemplates: []*policyv1.PolicyTemplate{{ObjectDefinition: runtime.RawExtension{Raw: []byte(tmpl)}}}},
+	}
+}
+
+// createLoop creates roots×clusters policies with workers goroutines over one client and returns
+// the seconds it took.
+func createLoop(b *testing.B, ctx context.Context, cfg *rest.Config, clusters []string, roots int, prefix string, workers int) float64 {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	parallel(workers, len(clusters)*roots, func(i int) error {
+		p := policy(fmt.Sprintf("%s.p%d", prefix, i%roots), clusters[i/roots])
+		if err := c.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+	return time.Since(began).Seconds()
+}
+
+// runHub starts the hub as a child process, creates the roots, bindings and decisions, and
+// returns the seconds until every replica exists, the hub's requests and writes, and its peak RSS.
+func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig string, clusters []string, roots, qps, burst int, ns string) (secs, requests, writes, rss float64) {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i*100 < len(clusters); i++ {
+		d := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pl-decision-%d", i), Namespace: ns,
+			Labels: map[string]string{clusterv1beta1.PlacementLabel: "pl", clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
+		if err := c.Create(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+		for _, name := range clusters[i*100 : min((i+1)*100, len(clusters))] {
+			d.Status.Decisions = append(d.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: name})
+		}
+		if err := c.Status().Update(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var subjects []policyv1.Subject
+	for i := 0; i < roots; i++ {
+		subjects = append(subjects, policyv1.Subject{APIGroup: policyv1.GroupVersion.Group, Kind: "Policy", Name: fmt.Sprintf("p%d", i)})
+	}
+	if err := c.Create(ctx, &policyv1.PlacementBinding{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+		PlacementRef: policyv1.PlacementSubject{APIGroup: clusterv1beta1.GroupName, Kind: "Placement", Name: "pl"}, Subjects: subjects}); err != nil {
+		b.Fatal(err)
+	}
+
+	metricsAddr := freeAddr(b)
+	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
+	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envQPS+"="+strconv.Itoa(qps),
+		envBurst+"="+strconv.Itoa(burst), envMetrics+"="+metricsAddr)
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	// controller-runtime publishes its reconcile counters once the controller started, which is
+	// after its caches synced.
+	for !strings.Contains(metricsText(metricsAddr), `controller_runtime_reconcile_total{controller="root-policy"`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	before := scrape(metricsAddr, "rest_client_requests_total")
+
+	watcher, err := c.Watch(ctx, &policyv1.PolicyList{}, client.HasLabels{propagator.RootPolicyLabel})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watcher.Stop()
+	prefix := ns + "."
+	began := time.Now()
+	for i := 0; i < roots; i++ {
+		if err := c.Create(ctx, policy(fmt.Sprintf("p%d", i), ns)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for ev := range watcher.ResultChan() {
+		p, ok := ev.Object.(*policyv1.Policy)
+		if ev.Type == watch.Added && ok && strings.HasPrefix(p.Name, prefix) {
+			seen[p.Namespace+"/"+p.Name] = true
+			if len(seen) == len(clusters)*roots {
+				break
+			}
+		}
+	}
+	secs = time.Since(began).Seconds()
+	// Let the hub finish the replicas' rollout statuses, then count its requests.
+	time.Sleep(3 * time.Second)
+	for {
+		r := scrape(metricsAddr, "rest_client_requests_total")
+		time.Sleep(2 * time.Second)
+		if scrape(metricsAddr, "rest_client_requests_total") == r {
+			break
+		}
+	}
+	requests = scrape(metricsAddr, "rest_client_requests_total") - before
+	writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
+	for _, line := range strings.Split(metricsText(metricsAddr), "\n") {
+		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") {
+			b.Log(line)
+		}
+	}
+	rss = peakRSS(child.Process.Pid)
+	_ = child.Process.Signal(syscall.SIGTERM)
+	return secs, requests, writes, rss
+}
+
+func parallel(workers, n int, fn func(int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		panic(first)
+	}
+}
+
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func metricsText(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return string(raw)
+}
+
+// scrape sums every sample of a metric family from a Prometheus text endpoint; 0 when unreachable.
+func scrape(addr, family string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return sumFamily(resp.Body, family)
+}
+
+func sumFamily(r io.Reader, family string) float64 {
+	sum := 0.0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, family) {
+			continue
+		}
+		rest := line[len(family):]
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// peakRSS reads the high-water mark of a process's resident set, in bytes.
+func peakRSS(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,64 @@
+package propagator
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// expectationTTL bounds how long a write may stay unseen by the cache before the replica is
+// compared again; it covers a write whose object was deleted before the cache saw it.
+const expectationTTL = 30 * time.Second
+
+// expectations remember, per replica, the resourceVersions that precede the hub's last write to
+// it. While the cache still shows one of them it has not seen that write, and comparing against it
+// would only send the same write again; the write's own watch event requeues the root. This is
+// what keeps a large propagation at one request per replica write.
+type expectations struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*expectation
+}
+
+type expectation struct {
+	stale sets.Set[string]
+	last  string
+	at    time.Time
+}
+
+// pending says whether the cache has not yet seen the hub's last write to key; cachedRV is ""
+// when the cache has no such object.
+func (x *expectations) pending(key types.NamespacedName, cachedRV string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.m[key]
+	if !ok {
+		return false
+	}
+	if e.stale.Has(cachedRV) && time.Since(e.at) < expectationTTL {
+		return true
+	}
+	delete(x.m, key)
+	return false
+}
+
+// wrote records a write to key that moved it from version before ("" when it did not exist) to
+// after.
+func (x *expectations) wrote(key types.NamespacedName, before, after string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[types.NamespacedName]*expectation{}
+	}
+	e, ok := x.m[key]
+	if !ok {
+		e = &expectation{stale: sets.New[string]()}
+		x.m[key] = e
+	}
+	e.stale.Insert(before)
+	if e.last != "" {
+		e.stale.Insert(e.last)
+	}
+	e.last, e.at = after, time.Now()
+}
