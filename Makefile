@@ -29,7 +29,7 @@ $(CONTROLLER_GEN):
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/...
 	rm -f api/crds/*.yaml
-	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
+	$(CONTROLLER_GEN) crd:crdVersions=v1,generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=api/crds
 	rm -rf api/crds/ocm && mkdir -p api/crds/ocm
 	dir=$$(go list -m -f '{{.Dir}}' open-cluster-management.io/api) && \
 	  for f in $(OCM_API_CRDS); do cp "$$dir/$$f" api/crds/ocm/; done && chmod 0644 api/crds/ocm/*.yaml

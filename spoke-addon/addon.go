@@ -1,0 +1,138 @@
+package spokeaddon
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"open-cluster-management.io/addon-framework/pkg/lease"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/spoke-addon/specsync"
+	"regent.dev/regent/spoke-addon/statussync"
+	"regent.dev/regent/spoke-addon/templatesync"
+)
+
+// AddonName is the OCM addon name: the ClusterManagementAddOn on the hub and the agent's Lease.
+const AddonName = "regent"
+
+// DefaultInstallNamespace is where OCM installs addon agents on a managed cluster.
+const DefaultInstallNamespace = "open-cluster-management-agent-addon"
+
+// Options configure the spoke addon.
+type Options struct {
+	// Hub is the addon's hub identity; it needs only its cluster namespace.
+	Hub *rest.Config
+	// Local is the managed cluster.
+	Local *rest.Config
+	// ClusterName is the managed cluster's name and its namespace on the hub and on the cluster.
+	ClusterName string
+	// InstallNamespace holds the addon's Lease; DefaultInstallNamespace when empty.
+	InstallNamespace string
+	// MetricsAddr serves /metrics; "0" disables.
+	MetricsAddr string
+	// Controllers adds controllers that run beside the built-in ones (the ConfigurationPolicy
+	// controller, admission policy controllers).
+	Controllers []func(ctrl.Manager) error
+}
+
+// New builds the addon's manager without starting it.
+func New(opts Options) (manager.Manager, error) {
+	if opts.ClusterName == "" {
+		return nil, fmt.Errorf("a cluster name is required")
+	}
+	if opts.InstallNamespace == "" {
+		opts.InstallNamespace = DefaultInstallNamespace
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
+		Scheme:  scheme.Scheme,
+		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		// Template and dependency objects are read through the watches that wake their policies,
+		// so a read never sees older state than the event that caused it.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	hub, err := cluster.New(opts.Hub, func(o *cluster.Options) {
+		o.Scheme = scheme.Scheme
+		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.ClusterName: {}}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hub client: %w", err)
+	}
+	if err := mgr.Add(hub); err != nil {
+		return nil, err
+	}
+	setups := []func() error{
+		func() error {
+			return (&specsync.Reconciler{Hub: hub.GetCache(), Local: mgr.GetClient(),
+				Recorder: mgr.GetEventRecorderFor("regent-specsync")}).SetupWithManager(mgr, hub, opts.ClusterName)
+		},
+		func() error {
+			return (&templatesync.Reconciler{Client: mgr.GetClient(), ClusterNamespace: opts.ClusterName,
+				Recorder: mgr.GetEventRecorderFor("regent-templatesync")}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&statussync.Reconciler{Local: mgr.GetClient(), HubReader: hub.GetCache(), HubWriter: hub.GetClient()}).
+				SetupWithManager(mgr, hub, opts.ClusterName)
+		},
+	}
+	for _, add := range opts.Controllers {
+		setups = append(setups, func() error { return add(mgr) })
+	}
+	for _, setup := range setups {
+		if err := setup(); err != nil {
+			return nil, err
+		}
+	}
+	kube, err := kubernetes.NewForConfig(opts.Local)
+	if err != nil {
+		return nil, err
+	}
+	// The cluster namespace holds the policy copies and their templates; the install namespace the
+	// Lease. OCM's agent creates both on a real cluster; a bare one needs them here.
+	for _, ns := range []string{opts.ClusterName, opts.InstallNamespace} {
+		if err := ensureNamespace(context.Background(), kube, ns); err != nil {
+			return nil, err
+		}
+	}
+	updater := lease.NewLeaseUpdater(kube, AddonName, opts.InstallNamespace)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		updater.Start(ctx)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Run runs the addon until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	mgr, err := New(opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func ensureNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package spokeaddon_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet"
+	spokeaddon "regent.dev/regent/spoke-addon"
+)
+
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventually polls cond until it holds; on timeout it fails with what cond last said.
+func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %s", timeout, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// addonHubIdentity gives a cluster's addon the identity it has in production: a ServiceAccount
+// in its cluster namespace on the hub, bound to spokeaddon.HubRole, authenticating with a token
+// from the TokenRequest API.
+func addonHubIdentity(t *testing.T, hub *fleet.Cluster, clusterName string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(hub.Config)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "regent-addon", Namespace: clusterName}}
+	if _, err := kube.CoreV1().ServiceAccounts(clusterName).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().Roles(clusterName).Create(ctx, spokeaddon.HubRole(clusterName), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: clusterName}
+	if _, err := kube.RbacV1().RoleBindings(clusterName).Create(ctx, spokeaddon.HubRoleBinding(clusterName, subject), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(clusterName).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(hub.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
+}
+
+// proxy forwards TCP connections to an apiserver and can cut them all and refuse new ones, to
+// take the hub away from an addon and give it back on the same address.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func startProxy(t *testing.T, target *rest.Config) (*proxy, *rest.Config) {
+	t.Helper()
+	u, err := url.Parse(target.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, target: u.Host}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	cfg := rest.CopyConfig(target)
+	cfg.Host = "https://" + p.addr
+	return p, cfg
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every connection: the hub is unreachable.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// restore listens again on the same address.
+func (p *proxy) restore() {
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the port can take a moment to be free again
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		p.t.Fatalf("restore proxy on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,30 @@
+package spokeaddon
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HubRole is all the addon of one cluster may do on the hub: read the replicated policies of its
+// own cluster namespace, write their status, and record Events there. Nothing cluster-wide, so
+// one compromised cluster cannot read or change another's policies.
+func HubRole(clusterName string) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "regent-addon", Namespace: clusterName},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies/status"}, Verbs: []string{"get", "update", "patch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		},
+	}
+}
+
+// HubRoleBinding grants HubRole to the addon's hub identity.
+func HubRoleBinding(clusterName string, subject rbacv1.Subject) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "regent-addon", Namespace: clusterName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "regent-addon"},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+}

@@ -1,0 +1,78 @@
+package templatesync
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// aggregate folds template compliance into the policy's with OCM's precedence:
+// NonCompliant > Pending > unknown > Compliant. No templates: unknown.
+func aggregate(states []policyv1.ComplianceState) policyv1.ComplianceState {
+	if len(states) == 0 {
+		return ""
+	}
+	rank := func(s policyv1.ComplianceState) int {
+		switch s {
+		case policyv1.NonCompliant:
+			return 3
+		case policyv1.Pending:
+			return 2
+		case "":
+			return 1
+		}
+		return 0
+	}
+	worst := policyv1.Compliant
+	for _, s := range states {
+		if rank(s) > rank(worst) {
+			worst = s
+		}
+	}
+	return worst
+}
+
+// evaluatedCurrent says whether a template's status answers its current spec: its controller
+// records the generation it evaluated (lastEvaluatedGeneration, or observedGeneration); a kind that
+// records neither is taken at its word once it reports a compliance.
+func evaluatedCurrent(obj *unstructured.Unstructured) bool {
+	for _, field := range []string{"lastEvaluatedGeneration", "observedGeneration"} {
+		if g, ok, _ := unstructured.NestedInt64(obj.Object, "status", field); ok {
+			return g == obj.GetGeneration()
+		}
+	}
+	_, ok := complianceOf(obj)
+	return ok
+}
+
+// statusMessage summarises what a template's controller said about it.
+func statusMessage(obj *unstructured.Unstructured, state policyv1.ComplianceState) string {
+	var msgs []string
+	details, _, _ := unstructured.NestedSlice(obj.Object, "status", "compliancyDetails")
+	for _, d := range details {
+		conds, _, _ := unstructured.NestedSlice(asMap(d), "conditions")
+		for _, c := range conds {
+			if m, _, _ := unstructured.NestedString(asMap(c), "message"); m != "" {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	if m, _, _ := unstructured.NestedString(obj.Object, "status", "message"); m != "" && len(msgs) == 0 {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		if state == "" {
+			return fmt.Sprintf("%s %s has not reported a compliance yet", obj.GetKind(), obj.GetName())
+		}
+		return fmt.Sprintf("%s %s is %s", obj.GetKind(), obj.GetName(), state)
+	}
+	return string(state) + "; " + strings.Join(msgs, "; ")
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
