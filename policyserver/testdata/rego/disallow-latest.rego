@@ -18,8 +18,17 @@ deny contains msg if {
 
 deny contains msg if {
 	some c in containers
-	not regex.match(`:[^/]+$|@sha256:`, c.image)
+	untagged(c.image)
 	msg := sprintf("container %s has no tag, which means :latest", [c.name])
+}
+
+# An image is untagged when the last path segment names neither a tag nor a digest (a registry
+# port, as in registry:5000/nginx, sits in an earlier segment).
+untagged(image) if {
+	segments := split(image, "/")
+	last := segments[count(segments) - 1]
+	not contains(last, ":")
+	not contains(last, "@")
 }
 
 default response := {"allowed": true}

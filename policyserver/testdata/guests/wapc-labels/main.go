@@ -51,9 +51,11 @@ type settings struct {
 	Defaults map[string]string `json:"defaults"`
 }
 
+// The object is kept raw and only its labels are decoded: the full object is decoded only when it
+// has to be mutated, which keeps the common path cheap.
 type validationRequest struct {
 	Request struct {
-		Object map[string]any `json:"object"`
+		Object json.RawMessage `json:"object"`
 	} `json:"request"`
 	Settings settings `json:"settings"`
 }
@@ -92,14 +94,17 @@ func handle(operation string, payload []byte) ([]byte, error) {
 }
 
 func validate(req validationRequest) validationResponse {
-	obj := req.Request.Object
-	metadata, _ := obj["metadata"].(map[string]any)
-	if metadata == nil {
-		metadata = map[string]any{}
+	var meta struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
 	}
-	labels, _ := metadata["labels"].(map[string]any)
+	if err := json.Unmarshal(req.Request.Object, &meta); err != nil {
+		return validationResponse{Message: "cannot decode the object: " + err.Error(), Code: 400}
+	}
+	labels := meta.Metadata.Labels
 	var missing []string
-	added := map[string]any{}
+	added := map[string]string{}
 	for _, key := range req.Settings.Required {
 		if _, ok := labels[key]; ok {
 			continue
@@ -116,13 +121,22 @@ func validate(req validationRequest) validationResponse {
 	if len(added) == 0 {
 		return validationResponse{Accepted: true}
 	}
-	if labels == nil {
-		labels = map[string]any{}
+	var obj map[string]any
+	if err := json.Unmarshal(req.Request.Object, &obj); err != nil {
+		return validationResponse{Message: "cannot decode the object: " + err.Error(), Code: 400}
+	}
+	metadata, _ := obj["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+	}
+	objLabels, _ := metadata["labels"].(map[string]any)
+	if objLabels == nil {
+		objLabels = map[string]any{}
 	}
 	for k, v := range added {
-		labels[k] = v
+		objLabels[k] = v
 	}
-	metadata["labels"] = labels
+	metadata["labels"] = objLabels
 	obj["metadata"] = metadata
 	return validationResponse{Accepted: true, MutatedObject: obj}
 }
