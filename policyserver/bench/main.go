@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/internal/guests"
+	"regent.dev/regent/policyserver/internal/selfsigned"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := serve(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	opaBin := flag.String("opa", "", "OPA binary to compare with (`opa run --server`); empty skips the comparison")
+	duration := flag.Duration("duration", 10*time.Second, "measured time per run")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured time before each run")
+	concurrencies := flag.String("c", "1,16", "concurrencies (connections) to measure")
+	flag.Parse()
+	if err := bench(*opaBin, *duration, *warmup, *concurrencies); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// serve runs the policy server, as `regent policy-server` would.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	var o policyserver.Options
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:0", "listen address")
+	fs.StringVar(&o.CertFile, "cert", "", "certificate file")
+	fs.StringVar(&o.KeyFile, "key", "", "key file")
+	fs.StringVar(&o.PoliciesFile, "policies", "", "policies file")
+	fs.StringVar(&o.CacheDir, "cache", "", "compilation cache directory")
+	_ = fs.Parse(args)
+	o.ReloadInterval = -1
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return policyserver.Run(ctx, o)
+}
+
+// workspace holds the modules, policies and certificates a run uses.
+type workspace struct {
+	dir   string
+	certs selfsigned.Files
+	cache string
+}
+
+func bench(opaBin string, duration, warmup time.Duration, concurrencies string) error {
+	dir, err := os.MkdirTemp("", "regent-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ws := workspace{dir: dir, cache: filepath.Join(dir, "cache")}
+	if ws.certs, err = selfsigned.Write(dir, "127.0.0.1"); err != nil {
+		return err
+	}
+	if err := ws.writeModules(); err != nil {
+		return err
+	}
+	var cs []int
+	for _, s := range strings.Split(concurrencies, ",") {
+		c, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("concurrency %q: %w", s, err)
+		}
+		cs = append(cs, c)
+	}
+
+	fmt.Printf("# Policy server benchmark\n\n%s\n\n", machine())
+	if err := ws.compileTable(); err != nil {
+		return err
+	}
+	if err := ws.rssTable(); err != nil {
+		return err
+	}
+	return ws.loadTable(opaBin, cs, warmup, duration)
+}
+
+// The policies under test: one per runtime, all admitting the same two-container pod, so every
+// request runs the policy to the end.
+var runtimes = []struct{ name, policy string }{
+	{"waPC (Go reactor)", "wapc"},
+	{"WASI (Go command)", "wasi"},
+	{"OPA (Rego → wasm)", "opa"},
+	{"Gatekeeper (template → wasm)", "gatekeeper"},
+}
+
+func (ws workspace) policyYAML(names ...string) string {
+	all := map[string]string{
+		"wapc":       "wapc:\n  module: wapc-labels.wasm\n  settings: {required: [team]}\n",
+		"wasi":       "wasi:\n  module: wasi-privileged.wasm\n  executionMode: wasi\n",
+		"opa":        "opa:\n  module: disallow-latest.rego\n  executionMode: opa\n",
+		"gatekeeper": "gatekeeper:\n  module: allowedrepos.yaml\n  executionMode: gatekeeper\n  settings: {repos: [\"docker.io/\"]}\n",
+	}
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(all[n])
+	}
+	if b.Len() == 0 {
+		return "{}\n"
+	}
+	return b.String()
+}
+
+func (ws workspace) writeModules() error {
+	for _, g := range []string{"wapc-labels", "wasi-privileged"} {
+		b, err := guests.Build(g)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(ws.dir, g+".wasm"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	root, err := guests.RepoRoot()
+	if err != nil {
+		return err
+	}
+	shared, err := guests.SharedTestdata()
+	if err != nil {
+		return err
+	}
+	for dst, src := range map[string]string{
+		"disallow-latest.rego": filepath.Join(root, "policyserver", "testdata", "rego", "disallow-latest.rego"),
+		"allowedrepos.yaml":    filepath.Join(shared, "gatekeeper-library", "library", "general", "allowedrepos", "template.yaml"),
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(ws.dir, dst), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podRequest is the AdmissionRequest every run evaluates.
+func podRequest() json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"uid":       "705ab4f5-6393-11e8-b7cc-42010a800002",
+		"kind":      map[string]any{"group": "", "version": "v1", "kind": "Pod"},
+		"resource":  map[string]any{"group": "", "version": "v1", "resource": "pods"},
+		"operation": "CREATE", "namespace": "default", "name": "web",
+		"userInfo": map[string]any{"username": "alice", "groups": []string{"system:authenticated"}},
+		"object": map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": "web", "namespace": "default", "labels": map[string]string{"team": "a", "app": "web"}},
+			"spec": map[string]any{"containers": []map[string]any{
+				{"name": "web", "image": "docker.io/nginx:1.27", "ports": []map[string]any{{"containerPort": 80}}},
+				{"name": "proxy", "image": "docker.io/envoyproxy/envoy:v1.30.1"},
+			}},
+		},
+	})
+	return b
+}
+
+// process is a server under test in a child process.
+type process struct {
+	pid  int
+	addr string
+	stop func() error
+}
+
+func (ws workspace) startRegent(config string) (*process, error) {
+	policies := filepath.Join(ws.dir, fmt.Sprintf("policies-%d.yml", time.Now().UnixNano()))
+	if err := os.WriteFile(policies, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return startProcess(ws.certs.CAPEM, addr, "/readyz", self, "serve", "-addr", addr, "-cert", ws.certs.CertFile,
+		"-key", ws.certs.KeyFile, "-policies", policies, "-cache", ws.cache)
+}
+
+func (ws workspace) startOPA(bin string) (*process, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return startProcess(ws.certs.CAPEM, addr, "/health", bin, "run", "--server", "--addr", addr,
+		"--tls-cert-file", ws.certs.CertFile, "--tls-private-key-file", ws.certs.KeyFile,
+		"--log-level", "error", filepath.Join(ws.dir, "disallow-latest.rego"))
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("Machine: %s, %d CPUs, load average at start %s (the machine is shared; figures move with it).",
+		host, numCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+}

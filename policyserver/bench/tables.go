@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/internal/guests"
+)
+
+func numCPU() int { return runtime.NumCPU() }
+
+// compileTable measures, per module, compiling with an empty compilation cache and again from
+// the cache a previous engine filled (what a restarted replica pays).
+func (ws workspace) compileTable() error {
+	ctx := context.Background()
+	fmt.Println("## Compile: cold vs compilation-cache hit")
+	fmt.Println()
+	fmt.Println("| module | size | Rego → wasm (OPA compiler) | wazero compile, cold | from cache |")
+	fmt.Println("|---|---|---|---|---|")
+	type mod struct {
+		name  string
+		wasm  []byte
+		regoT time.Duration
+	}
+	var mods []mod
+	for _, g := range []string{"wapc-labels", "wasi-privileged"} {
+		b, err := guests.Build(g)
+		if err != nil {
+			return err
+		}
+		mods = append(mods, mod{name: g + " (Go wasip1)", wasm: b})
+	}
+	src, err := os.ReadFile(filepath.Join(ws.dir, "disallow-latest.rego"))
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	rego, err := engine.CompileRego(ctx, map[string]string{"p.rego": string(src)}, "policy/main", false)
+	if err != nil {
+		return err
+	}
+	mods = append(mods, mod{name: "disallow-latest.rego", wasm: rego, regoT: time.Since(t0)})
+	tmpl, err := os.ReadFile(filepath.Join(ws.dir, "allowedrepos.yaml"))
+	if err != nil {
+		return err
+	}
+	ct, err := engine.ParseConstraintTemplate(tmpl)
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	gk, err := engine.CompileRego(ctx, ct.Files, ct.Entrypoint, true)
+	if err != nil {
+		return err
+	}
+	mods = append(mods, mod{name: "k8sallowedrepos template", wasm: gk, regoT: time.Since(t0)})
+
+	for _, m := range mods {
+		cache, err := os.MkdirTemp(ws.dir, "compile-")
+		if err != nil {
+			return err
+		}
+		measure := func() (time.Duration, error) {
+			e, err := engine.New(ctx, engine.Options{CacheDir: cache})
+			if err != nil {
+				return 0, err
+			}
+			defer e.Close(ctx)
+			return e.Precompile(ctx, m.wasm)
+		}
+		cold, err := measure()
+		if err != nil {
+			return err
+		}
+		hit, err := measure()
+		if err != nil {
+			return err
+		}
+		regoT := "—"
+		if m.regoT > 0 {
+			regoT = ms(m.regoT)
+		}
+		fmt.Printf("| %s | %.1f MiB | %s | %s | %s |\n", m.name, float64(len(m.wasm))/(1<<20), regoT, ms(cold), ms(hit))
+	}
+	fmt.Println()
+	return nil
+}
+
+// rssTable measures a server's resident memory with no policy, then with each runtime's policy
+// loaded alone (compiled code, one warm instance), after a moment to settle.
+func (ws workspace) rssTable() error {
+	// Fill the compilation cache first so the servers measured load, not compile.
+	if p, err := ws.startRegent(ws.policyYAML("wapc", "wasi", "opa", "gatekeeper")); err != nil {
+		return err
+	} else if err := p.stop(); err != nil {
+		return err
+	}
+	measure := func(names ...string) (int64, error) {
+		p, err := ws.startRegent(ws.policyYAML(names...))
+		if err != nil {
+			return 0, err
+		}
+		defer p.stop()
+		time.Sleep(time.Second)
+		return rssBytes(p.pid)
+	}
+	base, err := measure()
+	if err != nil {
+		return err
+	}
+	fmt.Println("## Resident memory per loaded policy")
+	fmt.Println()
+	fmt.Printf("Policy server with no policy: %.1f MiB RSS.\n\n", mib(base))
+	fmt.Println("| runtime | RSS with the policy loaded | added by the policy |")
+	fmt.Println("|---|---|---|")
+	for _, r := range runtimes {
+		rss, err := measure(r.policy)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %s | %.1f MiB | %.1f MiB |\n", r.name, mib(rss), mib(rss-base))
+	}
+	fmt.Println()
+	return nil
+}
+
+func (ws workspace) loadTable(opaBin string, concurrencies []int, warmup, duration time.Duration) error {
+	regent, err := ws.startRegent(ws.policyYAML("wapc", "wasi", "opa", "gatekeeper"))
+	if err != nil {
+		return err
+	}
+	defer regent.stop()
+	var opa *process
+	if opaBin != "" {
+		if opa, err = ws.startOPA(opaBin); err != nil {
+			return err
+		}
+		defer opa.stop()
+	}
+	req := podRequest()
+	review, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	opaInput, _ := json.Marshal(map[string]any{"input": map[string]any{"request": req}})
+
+	fmt.Printf("## /validate over HTTPS (HTTP/1.1 keep-alive, one connection per concurrent client; %s measured after %s warmup)\n\n", duration, warmup)
+	fmt.Println("| server | runtime | concurrency | req/s | p50 | p99 | errors |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	regoRate := map[int]float64{}
+	opaRate := map[int]float64{}
+	for _, c := range concurrencies {
+		for _, r := range runtimes {
+			res, err := load("https://"+regent.addr+"/validate/"+r.policy, review, ws.certs.CAPEM, c, warmup, duration, checkAllowed)
+			if err != nil && res.requests == 0 {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			if r.policy == "opa" {
+				regoRate[c] = res.rate()
+			}
+			row("Regent policy server", r.name, c, res)
+		}
+		if opa != nil {
+			res, err := load("https://"+opa.addr+"/v1/data/policy/main", opaInput, ws.certs.CAPEM, c, warmup, duration, checkOPAAllowed)
+			if err != nil && res.requests == 0 {
+				return fmt.Errorf("OPA: %w", err)
+			}
+			opaRate[c] = res.rate()
+			row("OPA v1.22.2 `opa run --server`", "Rego (topdown), data API", c, res)
+		}
+	}
+	fmt.Println()
+	if opa != nil {
+		fmt.Println("Ratio, Regent's Rego-in-wasm path to OPA's native server, same Rego, same pod, same transport:")
+		fmt.Println()
+		for _, c := range concurrencies {
+			fmt.Printf("- concurrency %d: %.2f× (req/s)\n", c, regoRate[c]/opaRate[c])
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+func row(server, runtime string, c int, r result) {
+	fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %d |\n", server, runtime, c, r.rate(), us(r.p50), us(r.p99), r.errors)
+}
+
+func checkAllowed(b []byte) error {
+	var review struct {
+		Response struct {
+			Allowed bool `json:"allowed"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(b, &review); err != nil || !review.Response.Allowed {
+		return fmt.Errorf("not allowed: %s", b)
+	}
+	return nil
+}
+
+func checkOPAAllowed(b []byte) error {
+	var out struct {
+		Result struct {
+			Response struct {
+				Allowed bool `json:"allowed"`
+			} `json:"response"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || !out.Result.Response.Allowed {
+		return fmt.Errorf("not allowed: %s", b)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+func us(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+	return ms(d)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
