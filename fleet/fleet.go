@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +39,9 @@ type Fleet struct {
 	Managed []*Cluster
 	// Dir is the fleet's root folder, removed by Stop.
 	Dir string
+
+	mu    sync.Mutex
+	extra []*Process // programs started beside the clusters, stopped first
 }
 
 // Start brings up the hub and every managed cluster in parallel, installs the CRDs and registers
@@ -140,6 +144,14 @@ func (f *Fleet) Cluster(name string) *Cluster {
 // Stop ends every process of the fleet and removes its folder.
 func (f *Fleet) Stop() error {
 	var errs []error
+	f.mu.Lock()
+	extra := f.extra
+	f.mu.Unlock()
+	var stops errgroup.Group
+	for _, p := range extra {
+		stops.Go(func() error { p.Stop(10 * time.Second); return nil })
+	}
+	_ = stops.Wait()
 	var g errgroup.Group
 	for _, c := range append([]*Cluster{f.Hub}, f.Managed...) {
 		if c != nil {

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+
 	"regent.dev/regent/fleet"
+	spokeaddon "regent.dev/regent/spoke-addon"
 )
 
 // Clusters are the quickstart's managed clusters: two environments across two regions, so a
@@ -54,17 +56,78 @@ func Run(ctx context.Context, opts Options) error {
 			fmt.Fprintln(opts.Out, "stop:", err)
 		}
 	}()
-	printGuide(opts.Out, f, opts.BinDir)
-
-	var timeout <-chan time.Time
 	if opts.Lifetime > 0 {
-		timeout = time.After(opts.Lifetime)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Lifetime)
+		defer cancel()
+	}
+	procs, err := startRegent(ctx, f, opts.BinDir)
+	if err != nil {
+		return err
+	}
+	if err := applySample(ctx, f.Hub.Config); err != nil {
+		return err
+	}
+	printGuide(opts.Out, f, opts.BinDir)
+	return waitOrFail(ctx, procs)
+}
+
+// startRegent runs, as the separate processes a real deployment has, OCM's placement controller,
+// Regent's hub, and one spoke addon per managed cluster with its own hub identity.
+func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.Process, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	placement, err := f.StartPlacementController(binDir)
+	if err != nil {
+		return nil, err
+	}
+	hubProc, err := f.StartProcess("regent-hub", self, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0")
+	if err != nil {
+		return nil, err
+	}
+	procs := []*fleet.Process{placement, hubProc}
+	for _, c := range f.Managed {
+		identity, err := spokeaddon.IssueHubIdentity(ctx, f.Hub.Config, c.Name, 24*3600)
+		if err != nil {
+			return nil, err
+		}
+		hubKubeconfig := filepath.Join(c.Dir, "hub-identity.kubeconfig")
+		if err := fleet.WriteKubeconfig(hubKubeconfig, identity); err != nil {
+			return nil, err
+		}
+		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, self, "spoke-addon", "--hub-kubeconfig", hubKubeconfig,
+			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0")
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// waitOrFail returns nil when ctx ends, or an error naming the first process that died.
+func waitOrFail(ctx context.Context, procs []*fleet.Process) error {
+	died := make(chan *fleet.Process, len(procs))
+	for _, p := range procs {
+		go func() {
+			select {
+			case <-p.Done():
+				died <- p
+			case <-ctx.Done():
+			}
+		}()
 	}
 	select {
 	case <-ctx.Done():
-	case <-timeout:
+		return nil
+	case p := <-died:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s stopped unexpectedly: %v (log: %s)", p.Name, p.ExitError(), p.Log)
 	}
-	return nil
 }
 
 func ensureBinaries(ctx context.Context, opts Options) error {
@@ -94,11 +157,16 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	for _, c := range f.Managed {
 		fmt.Fprintf(out, "  %-9s %s   (%s)\n", c.Name, c.Kubeconfig, labels(c.Labels))
 	}
+	fmt.Fprintf(out, "\nThe hub, OCM's placement controller and a spoke addon per cluster are running. The policy\n"+
+		"%s makes namespace regent-sample on every cluster, enforced on the dev group first,\n"+
+		"then on prod once dev is Compliant and has soaked 15s. Watch the rollout:\n", SamplePolicy)
+	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -A -w\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "\ntry:\n")
 	fmt.Fprintf(out, "  %s --kubeconfig %s get managedclusters --show-labels\n", kubectl, f.Hub.Kubeconfig)
-	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -A\n", kubectl, f.Hub.Kubeconfig)
-	fmt.Fprintf(out, "  %s --kubeconfig %s get namespaces\n", kubectl, f.Managed[0].Kubeconfig)
-	fmt.Fprintf(out, "\nlogs of every apiserver, etcd and controller manager: %s\n", filepath.Join(f.Dir, "<cluster>", "logs"))
+	fmt.Fprintf(out, "  %s --kubeconfig %s get placementdecisions -n policies --show-labels\n", kubectl, f.Hub.Kubeconfig)
+	fmt.Fprintf(out, "  %s --kubeconfig %s get configurationpolicies -A\n", kubectl, f.Managed[0].Kubeconfig)
+	fmt.Fprintf(out, "\nlogs of Regent's processes and OCM's placement controller: %s\n", filepath.Join(f.Dir, "logs"))
+	fmt.Fprintf(out, "logs of every apiserver, etcd and controller manager: %s\n", filepath.Join(f.Dir, "<cluster>", "logs"))
 	fmt.Fprintf(out, "press Ctrl-C to stop and clean up\n")
 }
 

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/specsync"
 	"regent.dev/regent/spoke-addon/statussync"
 	"regent.dev/regent/spoke-addon/templatesync"
@@ -41,6 +42,9 @@ type Options struct {
 	InstallNamespace string
 	// MetricsAddr serves /metrics; "0" disables.
 	MetricsAddr string
+	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
+	// config-policy-controller, or a test playing it) instead of Regent's own.
+	ExternalConfigPolicy bool
 	// Controllers adds controllers that run beside the built-in ones (the ConfigurationPolicy
 	// controller, admission policy controllers).
 	Controllers []func(ctrl.Manager) error
@@ -90,6 +94,9 @@ func New(opts Options) (manager.Manager, error) {
 			return (&statussync.Reconciler{Local: mgr.GetClient(), HubReader: hub.GetCache(), HubWriter: hub.GetClient()}).
 				SetupWithManager(mgr, hub, opts.ClusterName)
 		},
+	}
+	if !opts.ExternalConfigPolicy {
+		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
 	}
 	for _, add := range opts.Controllers {
 		setups = append(setups, func() error { return add(mgr) })

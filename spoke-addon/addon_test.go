@@ -25,7 +25,8 @@ import (
 
 const wait = 30 * time.Second
 
-// TestSpokeAddon runs the addon of cluster1 against a real hub and managed cluster, reaching the
+// TestSpokeAddon runs the addon of cluster1, with the test playing the ConfigurationPolicy
+// controller so each compliance is the one the case needs, against a real hub and managed cluster, reaching the
 // hub through a proxy the test can cut, with the hub identity it has in production.
 func TestSpokeAddon(t *testing.T) {
 	f := fleettest.Start(t, fleet.Options{Managed: []fleet.ClusterSpec{{Name: "cluster1"}, {Name: "cluster2"}}})
@@ -35,7 +36,8 @@ func TestSpokeAddon(t *testing.T) {
 	px, viaProxy := startProxy(t, identity)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := spokeaddon.New(spokeaddon.Options{Hub: viaProxy, Local: f.Managed[0].Config, ClusterName: "cluster1"})
+	mgr, err := spokeaddon.New(spokeaddon.Options{Hub: viaProxy, Local: f.Managed[0].Config, ClusterName: "cluster1",
+		ExternalConfigPolicy: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,32 +43,13 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string))
 	}
 }
 
-// addonHubIdentity gives a cluster's addon the identity it has in production: a ServiceAccount
-// in its cluster namespace on the hub, bound to spokeaddon.HubRole, authenticating with a token
-// from the TokenRequest API.
+// addonHubIdentity gives a cluster's addon the identity it has in production.
 func addonHubIdentity(t *testing.T, hub *fleet.Cluster, clusterName string) *rest.Config {
 	t.Helper()
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(hub.Config)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "regent-addon", Namespace: clusterName}}
-	if _, err := kube.CoreV1().ServiceAccounts(clusterName).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(clusterName).Create(ctx, spokeaddon.HubRole(clusterName), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: clusterName}
-	if _, err := kube.RbacV1().RoleBindings(clusterName).Create(ctx, spokeaddon.HubRoleBinding(clusterName, subject), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expiry := int64(3600)
-	tr, err := kube.CoreV1().ServiceAccounts(clusterName).CreateToken(ctx, sa.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	cfg, err := spokeaddon.IssueHubIdentity(context.Background(), hub.Config, clusterName, 3600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.AnonymousClientConfig(hub.Config)
-	cfg.BearerToken = tr.Status.Token
 	return cfg
 }
 

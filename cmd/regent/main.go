@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 func main() {
@@ -27,7 +29,8 @@ func newRootCommand() *cobra.Command {
 		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) { ctrl.SetLogger(zap.New()) },
 	}
-	root.AddCommand(newQuickstartCommand())
+	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand())
 	return root
 }

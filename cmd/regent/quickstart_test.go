@@ -12,10 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
 )
@@ -26,7 +28,12 @@ const cliEnv = "REGENT_TEST_RUN_CLI"
 
 func TestMain(m *testing.M) {
 	if args := os.Getenv(cliEnv); args != "" {
-		os.Args = append([]string{"regent"}, strings.Fields(args)...)
+		// The quickstart starts its own processes from this binary with their arguments.
+		if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.") {
+			os.Args[0] = "regent"
+		} else {
+			os.Args = append([]string{"regent"}, strings.Fields(args)...)
+		}
 		main()
 		os.Exit(0)
 	}
@@ -66,7 +73,7 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 			fleetDir = fields[len(fields)-1]
 		case len(fields) >= 2 && strings.HasSuffix(fields[1], "/kubeconfig"):
 			kubeconfigs[fields[0]] = fields[1]
-		case len(fields) > 0 && fields[0] == kubectl:
+		case len(fields) > 0 && fields[0] == kubectl && fields[len(fields)-1] != "-w":
 			tries = append(tries, line)
 		}
 		if strings.HasPrefix(line, "press Ctrl-C") {
@@ -106,6 +113,39 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 		fields := strings.Fields(line)
 		if out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", line, err, out)
+		}
+	}
+
+	// The sample policy rolls out to every cluster, dev first, through the real hub, placement
+	// controller, spoke addons and ConfigurationPolicy controller.
+	hubCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigs["hub"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := client.New(hubCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		root := &policyv1.Policy{}
+		err := hub.Get(ctx, types.NamespacedName{Namespace: "policies", Name: "sample-namespace"}, root)
+		if err == nil && root.Status.RolloutStatus == policyv1.RolloutSucceeded && root.Status.ComplianceState == policyv1.Compliant && len(root.Status.Status) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sample policy did not roll out to all clusters: %v %+v", err, root.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for name, path := range kubeconfigs {
+		if name == "hub" {
+			continue
+		}
+		cfg, _ := clientcmd.BuildConfigFromFlags("", path)
+		c, _ := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+		if err := c.Get(ctx, types.NamespacedName{Name: "regent-sample"}, &corev1.Namespace{}); err != nil {
+			t.Errorf("%s: the sample policy's namespace: %v", name, err)
 		}
 	}
 
