@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-
 	"regent.dev/regent/fleet"
 	spokeaddon "regent.dev/regent/spoke-addon"
 )

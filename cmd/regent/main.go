@@ -25,10 +25,10 @@ func main() {
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "regent",
-		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:              "regent",
+		Short:            "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		SilenceUsage:     true,
+		SilenceErrors:    true,
 		PersistentPreRun: func(*cobra.Command, []string) { ctrl.SetLogger(zap.New()) },
 	}
 	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand())
