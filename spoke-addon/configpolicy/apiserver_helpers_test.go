@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,9 @@ func (l *evaluationLog) get(p types.NamespacedName) (evaluations, writes int) {
 // a client with strict field validation, so schema gaps fail instead of pruning silently.
 func startController(t testing.TB, cfg *rest.Config, opts Options) (client.Client, *evaluationLog) {
 	t.Helper()
+	// The controller's logs are not the test's subject; without a logger controller-runtime
+	// prints a stack trace warning instead.
+	ctrl.SetLogger(logr.Discard())
 	log := &evaluationLog{counts: map[types.NamespacedName]int{}, writes: map[types.NamespacedName]int{}}
 	opts.observe = log.observe
 	skip := true

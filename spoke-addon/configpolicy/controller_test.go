@@ -287,4 +287,7 @@ object-templates-raw: |
 		state(t, c, "raw", "raw", policyv1.NonCompliant, "object-templates-raw is not supported")
 	})
 
+	t.Run("EveryPolicyCollectionTemplateEvaluates", func(t *testing.T) { testPolicyCollection(t, c) })
+
+	t.Run("EnforcedPolicyCollectionTemplatesConverge", func(t *testing.T) { testPolicyCollectionEnforced(t, c) })
 }
