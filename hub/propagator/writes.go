@@ -51,11 +51,22 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			return err
 		}
 	}
-	err := r.each(clusters, func(cluster string) error {
-		return r.writeStatus(ctx, root, cluster, p, existing[cluster])
-	})
-	if err != nil {
-		return err
+	// A pass that created replicas leaves their rollout status to the next one, which the creations'
+	// own watch events start: across every root, making replicas exist comes first.
+	created := false
+	for _, cluster := range clusters {
+		if existing[cluster] == nil {
+			created = true
+			break
+		}
+	}
+	if !created {
+		err := r.each(clusters, func(cluster string) error {
+			return r.writeStatus(ctx, root, cluster, p, existing[cluster])
+		})
+		if err != nil {
+			return err
+		}
 	}
 	var gone []string
 	for cluster := range existing {
