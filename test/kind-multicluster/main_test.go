@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet"
+	"regent.dev/regent/fleet/fleettest"
+	spokeaddon "regent.dev/regent/spoke-addon"
+)
+
+// regentBin is the regent binary built for this run.
+var regentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "regent-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	regentBin = filepath.Join(dir, "regent")
+	build := exec.Command("go", "build", "-o", regentBin, "regent.dev/regent/cmd/regent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build regent:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is a running fleet with Regent deployed on it.
+type env struct {
+	fleet *fleet.Fleet
+	hub   client.Client
+	local map[string]client.Client
+}
+
+// deploy starts a hub and the given managed clusters, OCM's placement controller, `regent hub`
+// and a `regent spoke-addon` per cluster with its production hub identity.
+func deploy(t *testing.T, clusters ...fleet.ClusterSpec) *env {
+	t.Helper()
+	f := fleettest.Start(t, fleet.Options{Managed: clusters})
+	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}}
+	if _, err := f.StartPlacementController(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Managed {
+		identity, err := spokeaddon.IssueHubIdentity(context.Background(), f.Hub.Config, c.Name, 3600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(c.Dir, "hub-identity.kubeconfig")
+		if err := fleet.WriteKubeconfig(path, identity); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.StartProcess("regent-spoke-addon-"+c.Name, regentBin, "spoke-addon", "--hub-kubeconfig", path,
+			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0"); err != nil {
+			t.Fatal(err)
+		}
+		e.local[c.Name] = newClient(t, c)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, f)
+		}
+	})
+	return e
+}
+
+func newClient(t *testing.T, c *fleet.Cluster) client.Client {
+	t.Helper()
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// apply creates each object of a multi-document YAML on the hub.
+func (e *env) apply(t *testing.T, docs ...string) {
+	t.Helper()
+	for _, doc := range docs {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if err := e.hub.Create(context.Background(), obj); err != nil {
+			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %s", timeout, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func dumpLogs(t *testing.T, f *fleet.Fleet) {
+	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "regent-*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		t.Logf("--- tail of %s:\n%s", l, data)
+	}
+}
+
+func objectMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
