@@ -1,6 +1,7 @@
 package policyserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,39 @@ type review struct {
 }
 
 type requestMeta struct {
-	UID    types.UID       `json:"uid"`
-	Object json.RawMessage `json:"object"`
+	UID types.UID `json:"uid"`
+}
+
+// requestUID reads the request's uid. kube-apiserver writes it first, so reading tokens up to it
+// avoids decoding the whole request a second time (that decode cost more than a Rego
+// evaluation); any other layout falls back to a full decode.
+func requestUID(request json.RawMessage) (types.UID, error) {
+	dec := json.NewDecoder(bytes.NewReader(request))
+	if t, err := dec.Token(); err == nil && t == json.Delim('{') {
+		if key, err := dec.Token(); err == nil && key == "uid" {
+			if v, err := dec.Token(); err == nil {
+				if uid, ok := v.(string); ok {
+					return types.UID(uid), nil
+				}
+			}
+		}
+	}
+	var m requestMeta
+	if err := json.Unmarshal(request, &m); err != nil {
+		return "", fmt.Errorf("decode AdmissionReview request: %w", err)
+	}
+	return m.UID, nil
+}
+
+// requestObject reads the object under review; only a mutation needs it.
+func requestObject(request json.RawMessage) (json.RawMessage, error) {
+	var r struct {
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.Unmarshal(request, &r); err != nil {
+		return nil, fmt.Errorf("decode AdmissionReview request object: %w", err)
+	}
+	return r.Object, nil
 }
 
 func decodeReview(body []byte) (review, requestMeta, error) {
@@ -34,11 +66,8 @@ func decodeReview(body []byte) (review, requestMeta, error) {
 	if len(r.Request) == 0 || string(r.Request) == "null" {
 		return r, requestMeta{}, errors.New("AdmissionReview has no request")
 	}
-	var m requestMeta
-	if err := json.Unmarshal(r.Request, &m); err != nil {
-		return r, m, fmt.Errorf("decode AdmissionReview request: %w", err)
-	}
-	return r, m, nil
+	uid, err := requestUID(r.Request)
+	return r, requestMeta{UID: uid}, err
 }
 
 // encodeReview answers in the apiVersion the request came in, as kube-apiserver requires.

@@ -48,6 +48,9 @@ type PolicyConfig struct {
 	// RegoVersion is v0 or v1 for Rego sources; default v1, except v0 for Gatekeeper templates
 	// (whose library is written in v0).
 	RegoVersion string `json:"regoVersion,omitempty"`
+	// ContextAwareResources is Kubewarden's list of resources a policy may look up; accepted so
+	// existing files parse, unused until host capabilities are served.
+	ContextAwareResources json.RawMessage `json:"contextAwareResources,omitempty"`
 }
 
 // Config maps policy names to their configuration.
@@ -80,7 +83,7 @@ func (c Config) resolve(dir string) Config {
 			p.Module = p.URL
 		}
 		p.Module = strings.TrimPrefix(p.Module, "file://")
-		if p.Module != "" && !filepath.IsAbs(p.Module) {
+		if p.Module != "" && !filepath.IsAbs(p.Module) && !strings.Contains(p.Module, "://") {
 			p.Module = filepath.Join(dir, p.Module)
 		}
 		out[name] = p
@@ -119,6 +122,9 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 	if p.Module == "" {
 		return engine.Spec{}, fmt.Errorf("no module")
 	}
+	if scheme, _, ok := strings.Cut(p.Module, "://"); ok {
+		return engine.Spec{}, fmt.Errorf("module %s: only local files are supported here (%s:// pulls come with policy revisions)", p.Module, scheme)
+	}
 	src, err := os.ReadFile(p.Module)
 	if err != nil {
 		return engine.Spec{}, fmt.Errorf("read module: %w", err)
@@ -131,6 +137,9 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 	case ext == ".rego":
 		if mode != engine.ModeOPA && mode != engine.ModeGatekeeper {
 			return engine.Spec{}, fmt.Errorf("a .rego module needs executionMode opa or gatekeeper, not %s", mode)
+		}
+		if spec.Entrypoint == "" && mode == engine.ModeGatekeeper {
+			return engine.Spec{}, fmt.Errorf("a gatekeeper .rego module needs an entrypoint (<package path>/violation)")
 		}
 		if spec.Entrypoint == "" {
 			spec.Entrypoint = "policy/main"
@@ -150,6 +159,9 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 // fingerprint identifies everything that makes a policy behave as it does, so an unchanged
 // entry of a reloaded file is left alone.
 func (p PolicyConfig) fingerprint() (string, error) {
+	if strings.Contains(p.Module, "://") {
+		return "", fmt.Errorf("module %s: only local files are supported here", p.Module)
+	}
 	h := sha256.New()
 	b, err := json.Marshal(p)
 	if err != nil {

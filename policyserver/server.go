@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"regent.dev/regent/policyserver/engine"
 	"regent.dev/regent/policyserver/registry"
@@ -178,7 +179,7 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 	if audit {
 		mode = "audit"
 	}
-	resp, outcome := s.decide(p, key, audit, answer, err, meta)
+	resp, outcome := s.decide(p, key, audit, answer, err, meta.UID, request)
 	s.metrics.evaluations.WithLabelValues(p.name, mode, outcome).Inc()
 	if err != nil {
 		s.log.Error(err, "policy evaluation failed", "policy", key.Name, "generation", key.Generation, "uid", meta.UID)
@@ -192,8 +193,7 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 	return resp
 }
 
-func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer engine.Response, err error, meta requestMeta) (*admissionv1.AdmissionResponse, string) {
-	uid := meta.UID
+func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer engine.Response, err error, uid types.UID, request []byte) (*admissionv1.AdmissionResponse, string) {
 	if err != nil {
 		code := int32(http.StatusInternalServerError)
 		if errors.Is(err, engine.ErrTimeout) {
@@ -218,7 +218,11 @@ func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer en
 	if !p.Spec().Mutating {
 		return deny(uid, http.StatusInternalServerError, fmt.Sprintf("policy %s is not allowed to mutate the request, but it answered with a mutated object", key.Name)), "error"
 	}
-	patch, err := engine.Patch(meta.Object, answer.MutatedObject)
+	object, err := requestObject(request)
+	var patch []byte
+	if err == nil {
+		patch, err = engine.Patch(object, answer.MutatedObject)
+	}
 	if err != nil {
 		return deny(uid, http.StatusInternalServerError, fmt.Sprintf("policy %s: %v", key.Name, err)), "error"
 	}
