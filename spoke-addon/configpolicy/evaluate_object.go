@@ -75,14 +75,17 @@ func (e *evaluator) evaluateNamed(ctx context.Context, t *template, ns string, e
 		r.state = foundAsSpecified
 		return r, nil
 	}
-	// The template may differ only in fields the apiserver defaults (mustonlyhave lists of
-	// containers, say): a dry-run update of the desired object tells, as OCM does, whether writing
-	// it would change anything at all.
-	if unchanged, err := e.updateIsNoop(ctx, t, existing, desired); err != nil {
-		return r, err
-	} else if unchanged {
-		r.state = foundAsSpecified
-		return r, nil
+	// With mustonlyhave the template may differ only in fields the apiserver defaults (protocol:
+	// TCP on a Service port, say): a dry-run update of the desired object tells, as OCM does,
+	// whether writing it would change anything at all. musthave tolerates extra fields, so
+	// defaults cannot be the cause there and the API call is saved.
+	if t.onlyHave || t.metadataOnly {
+		if unchanged, err := e.updateIsNoop(ctx, t, existing, desired); err != nil {
+			return r, err
+		} else if unchanged {
+			r.state = foundAsSpecified
+			return r, nil
+		}
 	}
 	if !enforce {
 		r.state = foundNotAsSpecified
