@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,9 @@ var scheme = func() *runtime.Scheme {
 func Run(ctx context.Context, opts Options) error {
 	if opts.Config == nil {
 		return errors.New("hub: no rest config for the hub apiserver")
+	}
+	if opts.MemoryLimit > 0 {
+		debug.SetMemoryLimit(opts.MemoryLimit)
 	}
 	mgr, err := NewManager(opts.Config, opts)
 	if err != nil {

@@ -28,6 +28,10 @@ type Options struct {
 	Workers int
 	// Clock is the rollout clock (soak time, deadlines); the real clock when nil.
 	Clock clock.Clock
+	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the hub process (as
+	// GOMEMLIMIT): the hub's caches are small next to what its propagation bursts allocate and
+	// free, so a limit trades some GC CPU for a lower peak. Applied by Run only.
+	MemoryLimit int64
 	// LeaderElection makes only one of several hub replicas active, through a Lease in
 	// LeaderElectionNamespace.
 	LeaderElection          bool

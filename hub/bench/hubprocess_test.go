@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ const (
 	envQPS        = "REGENT_BENCH_HUB_QPS"
 	envBurst      = "REGENT_BENCH_HUB_BURST"
 	envMetrics    = "REGENT_BENCH_HUB_METRICS"
+	envMemLimit   = "REGENT_BENCH_HUB_MEMORY_LIMIT"
 )
 
 // TestHubProcess is the hub child of the benchmark; run without its environment it does nothing.
@@ -36,9 +38,21 @@ func TestHubProcess(t *testing.T) {
 	}
 	qps, _ := strconv.ParseFloat(os.Getenv(envQPS), 32)
 	burst, _ := strconv.Atoi(os.Getenv(envBurst))
+	memLimit, _ := strconv.ParseInt(os.Getenv(envMemLimit), 10, 64)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics)}); err != nil {
+	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics), MemoryLimit: memLimit}); err != nil {
 		t.Fatal(err)
+	}
+	// A heap profile of the hub at the end of the run, to see what its memory holds.
+	if path := os.Getenv("REGENT_BENCH_HEAP_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -210,6 +210,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	}
 	rss = peakRSS(child.Process.Pid)
 	_ = child.Process.Signal(syscall.SIGTERM)
+	_ = child.Wait()
 	return secs, requests, writes, rss
 }
 
