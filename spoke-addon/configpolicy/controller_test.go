@@ -1,12 +1,15 @@
 package configpolicy
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
@@ -285,6 +288,49 @@ object-templates-raw: |
   - complianceType: musthave
     objectDefinition: {apiVersion: v1, kind: ConfigMap, metadata: {name: x, namespace: raw}}`))
 		state(t, c, "raw", "raw", policyv1.NonCompliant, "object-templates-raw is not supported")
+	})
+
+	t.Run("ComplianceTransitions_EmitEventsOnThePolicyAndItsParentPolicy", func(t *testing.T) {
+		namespace(t, c, "events", nil)
+		apply(t, c, `apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata: {name: parent, namespace: events}
+spec:
+  disabled: false
+  policy-templates:
+  - objectDefinition: {apiVersion: policy.open-cluster-management.io/v1, kind: ConfigurationPolicy, metadata: {name: child}}`)
+		parent := &policyv1.Policy{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "events", Name: "parent"}, parent); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, c, fmt.Sprintf(`apiVersion: policy.open-cluster-management.io/v1
+kind: ConfigurationPolicy
+metadata:
+  name: child
+  namespace: events
+  ownerReferences: [{apiVersion: policy.open-cluster-management.io/v1, kind: Policy, name: parent, uid: %s}]
+spec:
+  remediationAction: inform
+  object-templates:
+  - complianceType: musthave
+    objectDefinition: {apiVersion: v1, kind: ConfigMap, metadata: {name: app, namespace: events}}`, parent.UID))
+		state(t, c, "events", "child", policyv1.NonCompliant)
+		apply(t, c, configMap("events", "app", "{}"))
+		state(t, c, "events", "child", policyv1.Compliant)
+		eventually(t, "a Warning and a Normal event on the ConfigurationPolicy and on the parent Policy", func() bool {
+			list := &eventsv1.EventList{}
+			if err := c.List(context.Background(), list, client.InNamespace("events")); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, e := range list.Items {
+				if e.Reason == "policy: events/child" {
+					seen[e.Regarding.Kind+"/"+e.Type+"/"+strings.SplitN(e.Note, ";", 2)[0]] = true
+				}
+			}
+			return seen["ConfigurationPolicy/Warning/NonCompliant"] && seen["ConfigurationPolicy/Normal/Compliant"] &&
+				seen["Policy/Warning/NonCompliant"] && seen["Policy/Normal/Compliant"]
+		})
 	})
 
 	t.Run("EveryPolicyCollectionTemplateEvaluates", func(t *testing.T) { testPolicyCollection(t, c) })

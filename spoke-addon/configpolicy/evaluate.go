@@ -118,12 +118,21 @@ func (e *evaluator) evaluate(ctx context.Context, p *policyv1.ConfigurationPolic
 		var results []objectResult
 		for _, ns := range scopes {
 			r, err := e.evaluateIn(ctx, t, ns, enforce)
-			if err != nil {
+			if errors.Is(err, errRequeue) {
 				return out, err
+			}
+			if err != nil {
+				// A kind the controller may not list, or whose informer cannot sync, is the
+				// user's to see; once the informer syncs its events re-evaluate the policy.
+				results = nil
+				out.templates = append(out.templates, templateOutcome{message: err.Error()})
+				break
 			}
 			results = append(results, r...)
 		}
-		out.templates = append(out.templates, outcomeOf(t, results))
+		if results != nil {
+			out.templates = append(out.templates, outcomeOf(t, results))
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,13 +15,19 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
+// readTimeout bounds the wait for a kind's informer to sync on first use; a kind the controller
+// may not list would otherwise hold a worker forever.
+const readTimeout = 30 * time.Second
+
 // evaluateIn evaluates a template in one namespace ("" for cluster-scoped kinds): the named
 // object, or every object of the kind when the template names none.
 func (e *evaluator) evaluateIn(ctx context.Context, t *template, ns string, enforce bool) ([]objectResult, error) {
 	if t.name != "" {
 		existing := &unstructured.Unstructured{}
 		existing.SetGroupVersionKind(t.gvk)
-		err := e.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.name}, existing)
+		readCtx, cancel := context.WithTimeout(ctx, readTimeout)
+		err := e.reader.Get(readCtx, client.ObjectKey{Namespace: ns, Name: t.name}, existing)
+		cancel()
 		switch {
 		case apierrors.IsNotFound(err):
 			existing = nil
@@ -150,7 +157,9 @@ func (e *evaluator) evaluateKind(ctx context.Context, t *template, ns string, en
 		}
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
 	}
-	if err := e.reader.List(ctx, list, opts...); err != nil {
+	readCtx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	if err := e.reader.List(readCtx, list, opts...); err != nil {
 		return nil, fmt.Errorf("list %s in %q: %w", t.resource, ns, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].GetName() < list.Items[j].GetName() })
