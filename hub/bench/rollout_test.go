@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/hub/propagator"
+)
+
+// BenchmarkRolloutPerGroup: one enforce root over 10 decision groups with a soak time, every spoke
+// answering Compliant as soon as its replica is enforced. Reports the time beyond the sum of the
+// soak times, per group: what the hub adds to each step of a progressive rollout.
+func BenchmarkRolloutPerGroup(b *testing.B) {
+	clusters, groups := envInt("REGENT_BENCH_CLUSTERS", 1000), 10
+	soak := time.Duration(envInt("REGENT_BENCH_SOAK_SECONDS", 2)) * time.Second
+	h := fleettest.Hub(b)
+	ctx := context.Background()
+	admin := rest.CopyConfig(h.Config)
+	admin.QPS, admin.Burst = -1, 0
+	c, err := client.NewWithWatch(admin, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := setupFleet(b, ctx, c, clusters)
+	for i := 0; i < b.N; i++ {
+		ns := fmt.Sprintf("pergroup%d", i)
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			b.Fatal(err)
+		}
+		per := clusters / groups
+		for g := 0; g < groups; g++ {
+			d := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pl-decision-%d", g), Namespace: ns,
+				Labels: map[string]string{clusterv1beta1.PlacementLabel: "pl", clusterv1beta1.DecisionGroupIndexLabel: strconv.Itoa(g)}}}
+			if err := c.Create(ctx, d); err != nil {
+				b.Fatal(err)
+			}
+			for _, name := range names[g*per : (g+1)*per] {
+				d.Status.Decisions = append(d.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: name})
+			}
+			if err := c.Status().Update(ctx, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := c.Create(ctx, &policyv1.PlacementBinding{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+			PlacementRef: policyv1.PlacementSubject{APIGroup: clusterv1beta1.GroupName, Kind: "Placement", Name: "pl"},
+			Subjects:     []policyv1.Subject{{APIGroup: policyv1.GroupVersion.Group, Kind: "Policy", Name: "p"}}}); err != nil {
+			b.Fatal(err)
+		}
+		stopHub := startHubProcess(b, h.Kubeconfig)
+		spokeCtx, stopSpokes := context.WithCancel(ctx)
+		go spokes(spokeCtx, c, ns+".p")
+
+		root := policy("p", ns)
+		root.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.ProgressivePerGroup,
+			ProgressivePerGroup: &clusterv1alpha1.RolloutProgressivePerGroup{RolloutConfig: clusterv1alpha1.RolloutConfig{
+				MinSuccessTime: metav1.Duration{Duration: soak}}}}
+		began := time.Now()
+		if err := c.Create(ctx, root); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			r := &policyv1.Policy{}
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, r); err != nil {
+				b.Fatal(err)
+			}
+			if r.Status.RolloutStatus == policyv1.RolloutSucceeded && len(r.Status.Status) == clusters {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		total := time.Since(began)
+		stopSpokes()
+		stopHub()
+		beyond := total - time.Duration(groups)*soak
+		b.ReportMetric(total.Seconds(), "rollout-s")
+		b.ReportMetric(beyond.Seconds(), "beyond-soak-s")
+		b.ReportMetric(beyond.Seconds()/float64(groups), "beyond-soak-s/group")
+	}
+}
+
+// startHubProcess runs the hub as a child process with the default options; the returned func
+// stops it.
+func startHubProcess(b *testing.B, kubeconfig string) func() {
+	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
+	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envMetrics+"=0")
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return func() { _ = child.Process.Signal(syscall.SIGTERM); _ = child.Wait() }
+}
+
+// spokes plays every managed cluster: an enforced replica not yet evaluated at its generation is
+// reported Compliant at once.
+func spokes(ctx context.Context, c client.WithWatch, root string) {
+	work := make(chan *policyv1.Policy, 1024)
+	for w := 0; w < 16; w++ {
+		go func() {
+			for p := range work {
+				patch := fmt.Sprintf(`{"status":{"compliant":"Compliant","lastEvaluatedGeneration":%d}}`, p.Generation)
+				_ = c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch)))
+			}
+		}()
+	}
+	defer close(work)
+	for ctx.Err() == nil {
+		// A watch the apiserver ended may have missed events: answer what the list shows first.
+		list := &policyv1.PolicyList{}
+		if err := c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: root}); err != nil {
+			return
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
+				work <- p
+			}
+		}
+		w, err := c.Watch(ctx, &policyv1.PolicyList{}, client.MatchingLabels{propagator.RootPolicyLabel: root},
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			return
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*policyv1.Policy)
+			if ok && p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
+				work <- p
+			}
+		}
+	}
+}
