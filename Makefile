@@ -11,7 +11,8 @@ OCM_API_CRDS := cluster/v1/0000_00_clusters.open-cluster-management.io_managedcl
 	cluster/v1alpha1/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml \
 	addon/v1beta1/0000_00_addon.open-cluster-management.io_clustermanagementaddons.crd.yaml \
 	addon/v1beta1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml \
-	addon/v1beta1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml
+	addon/v1beta1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml \
+	work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml
 
 .PHONY: all build generate verify-generate testbin test quickstart fmt vet
 

@@ -22,7 +22,7 @@ func Regent() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load
 
 // OCM returns OCM's cluster and addon CRDs (ManagedCluster, ManagedClusterSet(Binding), Placement,
 // PlacementDecision, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn,
-// AddOnDeploymentConfig).
+// AddOnDeploymentConfig) and ManifestWork, which addon managers deliver agents with.
 func OCM() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load("ocm") }
 
 // All returns Regent's and OCM's CRDs.

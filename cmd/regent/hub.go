@@ -2,13 +2,16 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"regent.dev/regent/hub"
+	"regent.dev/regent/hub/addon"
 )
 
 func newHubCommand() *cobra.Command {
 	var opts hub.Options
-	var kubeconfig string
+	var kubeconfig, addonImage string
+	var addonManager bool
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: propagation, progressive rollout, status aggregation",
@@ -18,7 +21,12 @@ func newHubCommand() *cobra.Command {
 				return err
 			}
 			opts.Config = cfg
-			return hub.Run(cmd.Context(), opts)
+			g, ctx := errgroup.WithContext(cmd.Context())
+			g.Go(func() error { return hub.Run(ctx, opts) })
+			if addonManager {
+				g.Go(func() error { return addon.Run(ctx, cfg, addon.Options{Image: addonImage}) })
+			}
+			return g.Wait()
 		},
 	}
 	f := cmd.Flags()
@@ -30,5 +38,7 @@ func newHubCommand() *cobra.Command {
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
+	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
+	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
 	return cmd
 }

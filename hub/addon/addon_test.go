@@ -8,7 +8,6 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -82,18 +81,6 @@ func TestAddonManager_RegistersRegentAndDeliversTheAgentToAClusterThatAsks(t *te
 			return false, err.Error()
 		}
 		return len(got.Status.Registrations) > 0, fmt.Sprintf("registrations %v", got.Status.Registrations)
-	})
-	// OCM's registration agent on the managed cluster applies the registration and says so; the
-	// fleet has no such agent, so the test plays it. Then the manager delivers the agent.
-	eventually(t, time.Minute, func() (bool, string) {
-		got := &addonv1alpha1.ManagedClusterAddOn{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(mca), got); err != nil {
-			return false, err.Error()
-		}
-		meta.SetStatusCondition(&got.Status.Conditions, metav1.Condition{Type: "RegistrationApplied", Status: metav1.ConditionTrue,
-			Reason: "SetPermissionApplied", Message: "played by the test"})
-		err := c.Status().Update(ctx, got)
-		return err == nil, fmt.Sprintf("play the registration agent: %v", err)
 	})
 	// The agent's manifests reach the cluster namespace as a ManifestWork.
 	eventually(t, time.Minute, func() (bool, string) {

@@ -9,7 +9,9 @@ import (
 	"k8s.io/client-go/rest"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
 	spokeaddon "regent.dev/regent/spoke-addon"
@@ -30,25 +32,32 @@ func Run(ctx context.Context, hub *rest.Config, opts Options) error {
 	if opts.Image == "" {
 		opts.Image = DefaultImage
 	}
-	c, err := client.New(hub, client.Options{Scheme: scheme.Scheme})
+	owners, err := ctrl.NewManager(hub, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return err
 	}
-	if err := EnsureClusterManagementAddOn(ctx, c); err != nil {
+	c := owners.GetClient()
+	if err := (&ownerReconciler{client: c}).setup(owners); err != nil {
+		return err
+	}
+	direct, err := client.New(hub, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return err
+	}
+	if err := EnsureClusterManagementAddOn(ctx, direct); err != nil {
 		return err
 	}
 	mgr, err := addonmanager.New(hub)
 	if err != nil {
 		return fmt.Errorf("addon manager: %w", err)
 	}
-	if err := mgr.AddAgent(&agentAddon{image: opts.Image, hub: c}); err != nil {
+	if err := mgr.AddAgent(&agentAddon{image: opts.Image, hub: direct}); err != nil {
 		return err
 	}
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("addon manager: %w", err)
 	}
-	<-ctx.Done()
-	return nil
+	return owners.Start(ctx)
 }
 
 // EnsureClusterManagementAddOn creates the hub's ClusterManagementAddOn "regent", installed on
