@@ -86,3 +86,6 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc.CurrentContext = "default"
 	return clientcmd.WriteToFile(*kc, path)
 }
+
+// PID is the process's ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -42,23 +42,27 @@ func TestMain(m *testing.M) {
 
 // env is a running fleet with Regent deployed on it.
 type env struct {
-	fleet *fleet.Fleet
-	hub   client.Client
-	local map[string]client.Client
+	fleet  *fleet.Fleet
+	hub    client.Client
+	local  map[string]client.Client
+	addons map[string]*fleet.Process
+	hubPID int
 }
 
 // deploy starts a hub and the given managed clusters, OCM's placement controller, `regent hub`
 // and a `regent spoke-addon` per cluster with its production hub identity.
-func deploy(t *testing.T, clusters ...fleet.ClusterSpec) *env {
+func deploy(t testing.TB, clusters ...fleet.ClusterSpec) *env {
 	t.Helper()
 	f := fleettest.Start(t, fleet.Options{Managed: clusters})
-	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}}
+	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}, addons: map[string]*fleet.Process{}}
 	if _, err := f.StartPlacementController(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0"); err != nil {
+	hubProc, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0")
+	if err != nil {
 		t.Fatal(err)
 	}
+	e.hubPID = hubProc.PID()
 	for _, c := range f.Managed {
 		identity, err := spokeaddon.IssueHubIdentity(context.Background(), f.Hub.Config, c.Name, 3600)
 		if err != nil {
@@ -68,10 +72,12 @@ func deploy(t *testing.T, clusters ...fleet.ClusterSpec) *env {
 		if err := fleet.WriteKubeconfig(path, identity); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.StartProcess("regent-spoke-addon-"+c.Name, regentBin, "spoke-addon", "--hub-kubeconfig", path,
-			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0"); err != nil {
+		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, regentBin, "spoke-addon", "--hub-kubeconfig", path,
+			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0")
+		if err != nil {
 			t.Fatal(err)
 		}
+		e.addons[c.Name] = p
 		e.local[c.Name] = newClient(t, c)
 	}
 	t.Cleanup(func() {
@@ -82,7 +88,7 @@ func deploy(t *testing.T, clusters ...fleet.ClusterSpec) *env {
 	return e
 }
 
-func newClient(t *testing.T, c *fleet.Cluster) client.Client {
+func newClient(t testing.TB, c *fleet.Cluster) client.Client {
 	t.Helper()
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -92,7 +98,7 @@ func newClient(t *testing.T, c *fleet.Cluster) client.Client {
 }
 
 // apply creates each object of a multi-document YAML on the hub.
-func (e *env) apply(t *testing.T, docs ...string) {
+func (e *env) apply(t testing.TB, docs ...string) {
 	t.Helper()
 	for _, doc := range docs {
 		obj := &unstructured.Unstructured{}
@@ -120,7 +126,7 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string))
 	}
 }
 
-func dumpLogs(t *testing.T, f *fleet.Fleet) {
+func dumpLogs(t testing.TB, f *fleet.Fleet) {
 	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "regent-*.log"))
 	for _, l := range logs {
 		data, _ := os.ReadFile(l)
