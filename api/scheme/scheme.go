@@ -13,6 +13,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
 )
@@ -31,6 +32,7 @@ func init() {
 		addonv1alpha1.Install,
 		policyv1.AddToScheme,
 		policyv1beta1.AddToScheme,
+		kubewardenv1.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

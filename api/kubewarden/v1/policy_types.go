@@ -1,0 +1,194 @@
+package v1
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// PolicyMode says whether a policy's answer is enforced (protect) or only recorded (monitor).
+// +kubebuilder:validation:Enum=protect;monitor
+type PolicyMode string
+
+const (
+	ModeProtect PolicyMode = "protect"
+	ModeMonitor PolicyMode = "monitor"
+)
+
+// ExecutionMode is the ABI a module speaks.
+// +kubebuilder:validation:Enum=kubewarden-wapc;wasi;opa;gatekeeper
+type ExecutionMode string
+
+// PolicySpec is what ClusterAdmissionPolicy and AdmissionPolicy share.
+type PolicySpec struct {
+	// PolicyServer names the PolicyServer that serves this policy.
+	// +kubebuilder:default=default
+	// +optional
+	PolicyServer string `json:"policyServer,omitempty"`
+
+	// Module is where the policy comes from: registry://, https://, file://, or a plain path.
+	// +kubebuilder:validation:MinLength=1
+	Module string `json:"module"`
+
+	// ExecutionMode is the module's ABI when its metadata does not say (Regent's addition;
+	// Kubewarden reads it from the module's metadata).
+	// +optional
+	ExecutionMode ExecutionMode `json:"executionMode,omitempty"`
+
+	// Mode protect rejects what the policy rejects; monitor admits and records the answer.
+	// +kubebuilder:default=protect
+	// +optional
+	Mode PolicyMode `json:"mode,omitempty"`
+
+	// Settings are passed to the policy as they are.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Settings *runtime.RawExtension `json:"settings,omitempty"`
+
+	// Rules say which requests reach the policy, as in an admission webhook.
+	Rules []admissionregistrationv1.RuleWithOperations `json:"rules"`
+
+	// Mutating lets the policy change objects.
+	// +optional
+	Mutating bool `json:"mutating,omitempty"`
+
+	// NamespaceSelector and ObjectSelector narrow the requests sent to the policy.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// +optional
+	ObjectSelector *metav1.LabelSelector `json:"objectSelector,omitempty"`
+
+	// FailurePolicy is what the apiserver does when the policy server cannot answer.
+	// +kubebuilder:validation:Enum=Ignore;Fail
+	// +kubebuilder:default=Fail
+	// +optional
+	FailurePolicy *admissionregistrationv1.FailurePolicyType `json:"failurePolicy,omitempty"`
+
+	// TimeoutSeconds bounds the apiserver's wait for an answer.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=30
+	// +kubebuilder:default=10
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+
+	// BackgroundAudit lets audit scans evaluate the policy against existing objects.
+	// +kubebuilder:default=true
+	// +optional
+	BackgroundAudit bool `json:"backgroundAudit,omitempty"`
+}
+
+// PolicyPhase is what a user reads at a glance.
+// +kubebuilder:validation:Enum=Pending;Active;Failed
+type PolicyPhase string
+
+const (
+	PhasePending PolicyPhase = "Pending"
+	PhaseActive  PolicyPhase = "Active"
+	PhaseFailed  PolicyPhase = "Failed"
+)
+
+// Condition types of policies and revisions, from the lifecycle RFC.
+const (
+	ConditionScheduled   = "Scheduled"
+	ConditionInitialized = "Initialized"
+	ConditionReady       = "Ready"
+)
+
+// PolicyCondition is a metav1.Condition with the replica that reports it, as the RFC extends it:
+// Ready appears once per policy-server replica.
+type PolicyCondition struct {
+	// +kubebuilder:validation:MinLength=1
+	Type string `json:"type"`
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status metav1.ConditionStatus `json:"status"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// Replica is the policy-server replica reporting this condition.
+	// +optional
+	Replica *int32 `json:"replica,omitempty"`
+	// PolicyGeneration is the policy generation the condition is about.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+}
+
+// PolicyStatus is what the controller and the policy server report on a policy.
+type PolicyStatus struct {
+	// Phase: Pending while the newest generation is not served by every replica, Active when it
+	// is, Failed when it cannot be (the previous generation keeps serving).
+	// +optional
+	Phase PolicyPhase `json:"phase,omitempty"`
+	// ServingGeneration is the generation the webhook configuration points at.
+	// +optional
+	ServingGeneration int64 `json:"servingGeneration,omitempty"`
+	// Mode is the mode of the serving generation.
+	// +optional
+	Mode PolicyMode `json:"mode,omitempty"`
+	// Conditions of the newest generation, per replica where the RFC says so.
+	// +optional
+	Conditions []PolicyCondition `json:"conditions,omitempty"`
+}
+
+// ClusterAdmissionPolicy is an admission policy for the whole cluster.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=cap
+// +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
+// +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type ClusterAdmissionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterAdmissionPolicySpec `json:"spec"`
+	Status PolicyStatus               `json:"status,omitempty"`
+}
+
+// ClusterAdmissionPolicySpec adds to PolicySpec what only cluster-wide policies have.
+type ClusterAdmissionPolicySpec struct {
+	PolicySpec `json:",inline"`
+}
+
+// ClusterAdmissionPolicyList is a list of ClusterAdmissionPolicies.
+// +kubebuilder:object:root=true
+type ClusterAdmissionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterAdmissionPolicy `json:"items"`
+}
+
+// AdmissionPolicy is an admission policy for the requests of its own namespace.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=ap
+// +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
+// +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type AdmissionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PolicySpec   `json:"spec"`
+	Status PolicyStatus `json:"status,omitempty"`
+}
+
+// AdmissionPolicyList is a list of AdmissionPolicies.
+// +kubebuilder:object:root=true
+type AdmissionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AdmissionPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterAdmissionPolicy{}, &ClusterAdmissionPolicyList{}, &AdmissionPolicy{}, &AdmissionPolicyList{})
+}

@@ -1,0 +1,61 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyServerSpec describes a policy server deployment.
+type PolicyServerSpec struct {
+	// Image runs `regent policy-server`.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// Replicas of the StatefulSet.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=1
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// KeptRevisions is how many revisions of each policy are kept for rollback.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=3
+	// +optional
+	KeptRevisions int32 `json:"keptRevisions,omitempty"`
+	// ServiceAccountName runs the policy server pods.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// CacheStorageClassName provisions the shared, ReadWriteMany module cache.
+	// +optional
+	CacheStorageClassName *string `json:"cacheStorageClassName,omitempty"`
+}
+
+// PolicyServerStatus is what the controller observed.
+type PolicyServerStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PolicyServer is a group of policy-server replicas serving the policies that name it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=ps
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=".spec.replicas"
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=".spec.image"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type PolicyServer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PolicyServerSpec   `json:"spec"`
+	Status PolicyServerStatus `json:"status,omitempty"`
+}
+
+// PolicyServerList is a list of PolicyServers.
+// +kubebuilder:object:root=true
+type PolicyServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PolicyServer `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&PolicyServer{}, &PolicyServerList{}) }
