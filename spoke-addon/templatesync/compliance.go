@@ -39,6 +39,13 @@ func aggregate(states []policyv1.ComplianceState) policyv1.ComplianceState {
 // records the generation it evaluated (lastEvaluatedGeneration, or observedGeneration); a kind that
 // records neither is taken at its word once it reports a compliance.
 func evaluatedCurrent(obj *unstructured.Unstructured) bool {
+	if obj.GroupVersionKind().Group == KubewardenGroup {
+		// An admission policy has answered for its spec once its newest generation serves, or
+		// failed to.
+		serving, _, _ := unstructured.NestedInt64(obj.Object, "status", "servingGeneration")
+		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		return serving == obj.GetGeneration() || phase == "Failed"
+	}
 	for _, field := range []string{"lastEvaluatedGeneration", "observedGeneration"} {
 		if g, ok, _ := unstructured.NestedInt64(obj.Object, "status", field); ok {
 			return g == obj.GetGeneration()

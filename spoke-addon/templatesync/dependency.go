@@ -71,12 +71,24 @@ func resolve(dep policyv1.PolicyDependency, rootNamespace, clusterNamespace stri
 	return key, nil
 }
 
+// KubewardenGroup is the API group of the admission policy kinds.
+const KubewardenGroup = "policies.kubewarden.io"
+
 // complianceOf reads an object's compliance the way OCM's policy kinds report it: status.compliant,
-// or status.complianceState.
+// or status.complianceState. An admission policy is compliant when it is serving its newest
+// generation (phase Active) and not when that generation failed to load.
 func complianceOf(obj *unstructured.Unstructured) (policyv1.ComplianceState, bool) {
 	for _, field := range []string{"compliant", "complianceState"} {
 		if v, ok, _ := unstructured.NestedString(obj.Object, "status", field); ok && v != "" {
 			return policyv1.ComplianceState(v), true
+		}
+	}
+	if obj.GroupVersionKind().Group == KubewardenGroup {
+		switch phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase {
+		case "Active":
+			return policyv1.Compliant, true
+		case "Failed":
+			return policyv1.NonCompliant, true
 		}
 	}
 	return "", false

@@ -175,3 +175,29 @@ func TestContains_IgnoresFieldsTheApiserverAdded(t *testing.T) {
 		t.Error("a list of a different length was not noticed")
 	}
 }
+
+func TestAdmissionPolicies_AreCompliantWhileServingTheirNewestGeneration(t *testing.T) {
+	policy := func(phase string, serving int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "policies.kubewarden.io/v1", "kind": "ClusterAdmissionPolicy",
+			"metadata": map[string]any{"name": "p", "generation": int64(2)},
+			"status":   map[string]any{"phase": phase, "servingGeneration": serving}}}
+		return u
+	}
+	for _, tc := range []struct {
+		phase   string
+		serving int64
+		state   policyv1.ComplianceState
+		current bool
+	}{
+		{"Active", 2, policyv1.Compliant, true},
+		{"Pending", 1, "", false},
+		{"Failed", 1, policyv1.NonCompliant, true},
+	} {
+		obj := policy(tc.phase, tc.serving)
+		state, _ := complianceOf(obj)
+		if state != tc.state || evaluatedCurrent(obj) != tc.current {
+			t.Errorf("%s serving %d: compliance %q current %v, want %q %v", tc.phase, tc.serving, state, evaluatedCurrent(obj), tc.state, tc.current)
+		}
+	}
+}
