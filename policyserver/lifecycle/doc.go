@@ -1,0 +1,8 @@
+// Package lifecycle drives a policy server from PolicyRevisions instead of a file (Kubewarden's
+// policy lifecycle RFC). One replica at a time, the leader (Lease regent-policy-server-<name>),
+// pulls each new revision's module, precompiles it into the shared cache under the module digest
+// and the policy-server version, validates its settings through the guest, signs every cache
+// file and marks the revision Initialized. Every replica verifies those signatures, loads the
+// revision beside the generations already served and reports Ready with its replica number. A
+// policy error is always a condition, never a replica exit.
+package lifecycle

@@ -1,0 +1,85 @@
+package signing
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+)
+
+// Keys of the signing Secret's data.
+const (
+	CAKey     = "ca.crt"
+	CertKey   = "signer.crt"
+	SignerKey = "signer.key"
+)
+
+// SecretName is the Secret holding the signing CA and key of a policy server.
+func SecretName(policyServer string) string {
+	return "regent-policy-server-" + policyServer + "-signing"
+}
+
+// NewSecretData makes a CA and a signing certificate and key issued by it, valid for validity
+// from now, in the Secret's layout (PEM, ECDSA P-256). The controller creates the Secret with it;
+// tests do the same.
+func NewSecretData(policyServer string, now time.Time, validity time.Duration) (map[string][]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "regent-policy-server-" + policyServer + "-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate signing key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "regent-policy-server-" + policyServer + "-signer"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create signing certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := cryptoutils.MarshalCertificateToPEM(ca)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := cryptoutils.MarshalCertificateToPEM(cert)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := cryptoutils.MarshalPrivateKeyToPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{CAKey: caPEM, CertKey: certPEM, SignerKey: keyPEM}, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	return n
+}
