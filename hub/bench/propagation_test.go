@@ -194,20 +194,24 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	secs = time.Since(began).Seconds()
 	// Let the hub finish the replicas' rollout statuses, then count its requests.
 	time.Sleep(3 * time.Second)
-	for {
+	for quiet := 0; quiet < 5; {
 		r := scrape(metricsAddr, "rest_client_requests_total")
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second)
 		if scrape(metricsAddr, "rest_client_requests_total") == r {
-			break
+			quiet++
+		} else {
+			quiet = 0
 		}
 	}
 	requests = scrape(metricsAddr, "rest_client_requests_total") - before
 	writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
+	var lines []string
 	for _, line := range strings.Split(metricsText(metricsAddr), "\n") {
 		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") {
-			b.Log(line)
+			lines = append(lines, line)
 		}
 	}
+	b.Log("hub requests:\n" + strings.Join(lines, "\n"))
 	rss = peakRSS(child.Process.Pid)
 	_ = child.Process.Signal(syscall.SIGTERM)
 	_ = child.Wait()
