@@ -35,7 +35,7 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 	}
 	settings := spec.settings()
 	if !json.Valid(settings) {
-		return nil, errors.New("settings are not valid JSON")
+		return nil, settingsError{errors.New("settings are not valid JSON")}
 	}
 	p := &Policy{spec: spec, release: func() {}}
 	var create func(ctx context.Context) (instance, error)
@@ -81,11 +81,11 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 	sr, err := p.ValidateSettings(ctx, settings)
 	if err != nil {
 		p.pool.close()
-		return nil, fmt.Errorf("validate settings: %w", err)
+		return nil, settingsError{fmt.Errorf("validate settings: %w", err)}
 	}
 	if !sr.Valid {
 		p.pool.close()
-		return nil, fmt.Errorf("settings rejected by the policy: %s", sr.Message)
+		return nil, settingsError{fmt.Errorf("settings rejected by the policy: %s", sr.Message)}
 	}
 	return p, nil
 }

@@ -1,0 +1,157 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/internal/guests"
+	"regent.dev/regent/policyserver/lifecycle/cache"
+	"regent.dev/regent/policyserver/lifecycle/signing"
+)
+
+func regoSource(t *testing.T) cache.Source {
+	t.Helper()
+	root, err := guests.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "policyserver", "testdata", "rego", "disallow-latest.rego")
+	spec, err := policyserver.PolicyConfig{Module: path, ExecutionMode: "opa"}.EngineSpec(context.Background(), "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cache.Source{ModuleDigest: "sha256:source", Wasm: spec.Module, ExecutionMode: "opa", Entrypoint: spec.Entrypoint}
+}
+
+func keys(t *testing.T) (*signing.Signer, *signing.Verifier) {
+	data, err := signing.NewSecretData("default", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signing.NewSigner(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signing.NewVerifier(data, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v
+}
+
+func compiledFiles(t *testing.T, dir string) []string {
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(p, "wazero-") && !strings.HasSuffix(p, ".sig") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestCache_BuiltEntry_OpensVerifiedIntoThePrivateCacheAndLoads(t *testing.T) {
+	ctx := context.Background()
+	signer, verifier := keys(t)
+	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
+	src := regoSource(t)
+	key, err := c.Build(ctx, src, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != cache.Key(src.Wasm) || !strings.Contains(c.Dir(key), filepath.Join("v1", key)) {
+		t.Fatalf("key %s, dir %s", key, c.Dir(key))
+	}
+	if len(compiledFiles(t, c.Dir(key))) == 0 {
+		t.Fatal("the entry holds no compiled code")
+	}
+	private := t.TempDir()
+	opened, err := c.Open(key, verifier, private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(opened.Wasm) != string(src.Wasm) || opened.Manifest.Entrypoint != src.Entrypoint || len(compiledFiles(t, private)) == 0 {
+		t.Fatalf("opened %+v", opened.Manifest)
+	}
+	e, err := engine.New(ctx, engine.Options{CacheDir: private})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	p, err := e.Load(ctx, engine.Spec{Name: "latest", Module: opened.Wasm, ExecutionMode: engine.ModeOPA, Entrypoint: opened.Manifest.Entrypoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+}
+
+func TestCache_TamperedUnsignedOrForeignEntries_AreRefused(t *testing.T) {
+	ctx := context.Background()
+	signer, verifier := keys(t)
+	root := t.TempDir()
+	c := cache.Cache{Root: root, Version: "v1"}
+	key, err := c.Build(ctx, regoSource(t), signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (cache.Cache{Root: root, Version: "v2"}).Open(key, verifier, t.TempDir()); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("another version: want ErrNotFound, got %v", err)
+	}
+	_, otherVerifier := keys(t)
+	if _, err := c.Open(key, otherVerifier, t.TempDir()); !errors.Is(err, cache.ErrSignatureInvalid) {
+		t.Fatalf("signed by another CA: want ErrSignatureInvalid, got %v", err)
+	}
+	code := compiledFiles(t, c.Dir(key))[0]
+	b, _ := os.ReadFile(code)
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(code, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	private := t.TempDir()
+	if _, err := c.Open(key, verifier, private); !errors.Is(err, cache.ErrSignatureInvalid) {
+		t.Fatalf("tampered compiled code: want ErrSignatureInvalid, got %v", err)
+	}
+	if n := len(compiledFiles(t, private)); n != 0 {
+		t.Fatalf("%d unverified files reached the private cache", n)
+	}
+	_ = os.Remove(filepath.Join(c.Dir(key), cache.ModuleFile+signing.SignatureSuffix))
+	if _, err := c.Open(key, verifier, t.TempDir()); !errors.Is(err, cache.ErrSignatureInvalid) {
+		t.Fatalf("unsigned module: want ErrSignatureInvalid, got %v", err)
+	}
+}
+
+func TestCache_BadModule_IsACompileError(t *testing.T) {
+	signer, _ := keys(t)
+	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
+	_, err := c.Build(context.Background(), cache.Source{Wasm: []byte("\x00asm\x01\x00\x00\x00\xff\xff")}, signer)
+	if !errors.Is(err, cache.ErrCompile) {
+		t.Fatalf("want ErrCompile, got %v", err)
+	}
+}
+
+func TestCache_GC_RemovesEntriesNotKept_UnderEveryVersion(t *testing.T) {
+	root := t.TempDir()
+	keep, drop := "sha256-"+strings.Repeat("a", 64), "sha256-"+strings.Repeat("b", 64)
+	for _, d := range []string{"v1/" + keep, "v1/" + drop, "v2/" + drop, "v1/.staging"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := cache.Cache{Root: root, Version: "v1"}.GC(map[string]bool{keep: true})
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	for _, d := range []string{"v1/" + keep, "v1/.staging"} {
+		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+	}
+}

@@ -1,0 +1,9 @@
+// Package cache is the policy server's shared module cache: one entry per compiled module and
+// policy-server version, at <root>/<version>/<key>, where key is "sha256-<hex>" of the wasm the
+// engine loads. An entry holds module.wasm, wazero's compiled machine code for it, and
+// entry.json, a manifest naming every file with its sha256; every file is signed beside itself
+// (<file>.sig). The leader builds and signs entries; replicas open them only after verifying
+// each file, copying the verified bytes into their private compilation cache, so a file swapped
+// after the check is never run. A replica of another version finds no entry under its version
+// and compiles for itself.
+package cache

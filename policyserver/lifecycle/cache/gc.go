@@ -1,0 +1,42 @@
+package cache
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// GC removes the entries, under every version, whose key is not in keep (the keys of the
+// enabled revisions), and returns what it removed. Staging directories are left alone: a build
+// may be in flight.
+func (c Cache) GC(keep map[string]bool) ([]string, error) {
+	versions, err := os.ReadDir(c.Root)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gc %s: %w", c.Root, err)
+	}
+	var removed []string
+	for _, v := range versions {
+		if !v.IsDir() {
+			continue
+		}
+		entries, err := os.ReadDir(filepath.Join(c.Root, v.Name()))
+		if err != nil {
+			return removed, fmt.Errorf("gc %s: %w", v.Name(), err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || keep[e.Name()] {
+				continue
+			}
+			dir := filepath.Join(c.Root, v.Name(), e.Name())
+			if err := os.RemoveAll(dir); err != nil {
+				return removed, fmt.Errorf("gc %s: %w", dir, err)
+			}
+			removed = append(removed, filepath.Join(v.Name(), e.Name()))
+		}
+	}
+	return removed, nil
+}
