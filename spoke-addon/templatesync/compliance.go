@@ -57,6 +57,9 @@ func evaluatedCurrent(obj *unstructured.Unstructured) bool {
 
 // statusMessage summarises what a template's controller said about it.
 func statusMessage(obj *unstructured.Unstructured, state policyv1.ComplianceState) string {
+	if obj.GroupVersionKind().Group == KubewardenGroup {
+		return admissionPolicyMessage(obj, state)
+	}
 	var msgs []string
 	details, _, _ := unstructured.NestedSlice(obj.Object, "status", "compliancyDetails")
 	for _, d := range details {
@@ -82,4 +85,40 @@ func statusMessage(obj *unstructured.Unstructured, state policyv1.ComplianceStat
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
+}
+
+// admissionPolicyMessage says, for the hub's view, which generation an admission policy serves
+// and how each policy-server replica is doing with the newest one.
+func admissionPolicyMessage(obj *unstructured.Unstructured, state policyv1.ComplianceState) string {
+	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+	serving, _, _ := unstructured.NestedInt64(obj.Object, "status", "servingGeneration")
+	parts := []string{fmt.Sprintf("%s %s is %s, serving generation %d of %d", obj.GetKind(), obj.GetName(), orUnknown(phase), serving, obj.GetGeneration())}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m := asMap(c)
+		typ, _, _ := unstructured.NestedString(m, "type")
+		status, _, _ := unstructured.NestedString(m, "status")
+		reason, _, _ := unstructured.NestedString(m, "reason")
+		msg, _, _ := unstructured.NestedString(m, "message")
+		who := typ
+		if replica, ok, _ := unstructured.NestedInt64(m, "replica"); ok {
+			who = fmt.Sprintf("%s on replica %d", typ, replica)
+		}
+		line := fmt.Sprintf("%s=%s", who, status)
+		if status != "True" && (reason != "" || msg != "") {
+			line += fmt.Sprintf(" (%s: %s)", reason, msg)
+		}
+		parts = append(parts, line)
+	}
+	if state != "" {
+		return string(state) + "; " + strings.Join(parts, "; ")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "not yet reported"
+	}
+	return s
 }

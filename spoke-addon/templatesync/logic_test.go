@@ -201,3 +201,19 @@ func TestAdmissionPolicies_AreCompliantWhileServingTheirNewestGeneration(t *test
 		}
 	}
 }
+
+func TestAdmissionPolicyMessage_ShowsEachReplica(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policies.kubewarden.io/v1", "kind": "ClusterAdmissionPolicy",
+		"metadata": map[string]any{"name": "no-privileged", "generation": int64(2)},
+		"status": map[string]any{"phase": "Failed", "servingGeneration": int64(1), "conditions": []any{
+			map[string]any{"type": "Initialized", "status": "True"},
+			map[string]any{"type": "Ready", "status": "True", "replica": int64(0)},
+			map[string]any{"type": "Ready", "status": "False", "replica": int64(1), "reason": "LoadError", "message": "bad settings"},
+		}}}}
+	got := statusMessage(obj, policyv1.NonCompliant)
+	want := "NonCompliant; ClusterAdmissionPolicy no-privileged is Failed, serving generation 1 of 2; Initialized=True; Ready on replica 0=True; Ready on replica 1=False (LoadError: bad settings)"
+	if got != want {
+		t.Fatalf("message\n got %q\nwant %q", got, want)
+	}
+}
