@@ -1,0 +1,173 @@
+package admissionpolicy
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func ready(replica int32, gen int64, status metav1.ConditionStatus) kubewardenv1.PolicyCondition {
+	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionReady, Status: status, Replica: ptrTo(replica), PolicyGeneration: gen, Reason: "Loaded"}
+}
+
+func initialized(status metav1.ConditionStatus, reason string) kubewardenv1.PolicyCondition {
+	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized, Status: status, Reason: reason}
+}
+
+func rev(gen int64, conds ...kubewardenv1.PolicyCondition) revisionState {
+	return revisionState{Name: "clusterwide-p-g" + string(rune('0'+gen)), Generation: gen, Enabled: true, Mode: kubewardenv1.ModeProtect, Conditions: conds}
+}
+
+func replicas(ns ...int32) map[int32]bool {
+	m := map[int32]bool{}
+	for _, n := range ns {
+		m[n] = true
+	}
+	return m
+}
+
+func allReady(gen int64, ns ...int32) []kubewardenv1.PolicyCondition {
+	out := []kubewardenv1.PolicyCondition{initialized(metav1.ConditionTrue, "Initialized")}
+	for _, n := range ns {
+		out = append(out, ready(n, gen, metav1.ConditionTrue))
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name        string
+		in          observed
+		wantServing int64
+		wantPhase   kubewardenv1.PolicyPhase
+		wantCollect []string
+		wantReady   map[int32]metav1.ConditionStatus
+	}{{
+		name:        "NewPolicy_NoReplicaReported_PendingAndNoWebhook",
+		in:          observed{Generation: 1, Revisions: []revisionState{rev(1)}, Live: replicas(0, 1, 2)},
+		wantPhase:   kubewardenv1.PhasePending,
+		wantReady:   map[int32]metav1.ConditionStatus{0: "Unknown", 1: "Unknown", 2: "Unknown"},
+		wantServing: 0,
+	}, {
+		name:        "EveryLiveReplicaReady_ServesAndActive",
+		in:          observed{Generation: 1, Revisions: []revisionState{rev(1, allReady(1, 0, 1, 2)...)}, Live: replicas(0, 1, 2)},
+		wantServing: 1, wantPhase: kubewardenv1.PhaseActive,
+		wantReady: map[int32]metav1.ConditionStatus{0: "True", 1: "True", 2: "True"},
+	}, {
+		name:        "OneLiveReplicaMissing_StaysOnPreviousGeneration",
+		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1, allReady(1, 0, 1)...), rev(2, allReady(2, 0)...)}, Live: replicas(0, 1)},
+		wantServing: 1, wantPhase: kubewardenv1.PhasePending,
+		wantReady: map[int32]metav1.ConditionStatus{0: "True", 1: "Unknown"},
+	}, {
+		name:        "ReplicaWithExpiredLease_NeitherBlocksNorShows",
+		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1), rev(2, append(allReady(2, 0, 1), ready(2, 1, metav1.ConditionFalse))...)}, Live: replicas(0, 1)},
+		wantServing: 2, wantPhase: kubewardenv1.PhaseActive,
+		wantReady: map[int32]metav1.ConditionStatus{0: "True", 1: "True"},
+	}, {
+		name:        "NoLiveReplica_NeverServes",
+		in:          observed{Generation: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...)}, Live: replicas()},
+		wantServing: 0, wantPhase: kubewardenv1.PhasePending, wantReady: map[int32]metav1.ConditionStatus{},
+	}, {
+		name:        "InitializedFalse_FailedAndPreviousKeepsServing",
+		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...), rev(2, initialized(metav1.ConditionFalse, "PullError"))}, Live: replicas(0)},
+		wantServing: 1, wantPhase: kubewardenv1.PhaseFailed,
+		wantReady: map[int32]metav1.ConditionStatus{0: "Unknown"},
+	}, {
+		name:        "ReplicaReadyFalse_Failed",
+		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1), rev(2, initialized("True", "Initialized"), ready(0, 2, "True"), ready(1, 2, "False"))}, Live: replicas(0, 1)},
+		wantServing: 1, wantPhase: kubewardenv1.PhaseFailed,
+		wantReady: map[int32]metav1.ConditionStatus{0: "True", 1: "False"},
+	}, {
+		name:        "ReadyForAnotherGeneration_DoesNotCount",
+		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1), rev(2, ready(0, 1, "True"))}, Live: replicas(0)},
+		wantServing: 1, wantPhase: kubewardenv1.PhasePending,
+		wantReady: map[int32]metav1.ConditionStatus{0: "Unknown"},
+	}, {
+		name:        "ServingNeverMovesBackward_WhenAReplicaReloads",
+		in:          observed{Generation: 2, Serving: 2, Revisions: []revisionState{rev(1, allReady(1, 0)...), rev(2, initialized("True", "Initialized"))}, Live: replicas(0)},
+		wantServing: 2, wantPhase: kubewardenv1.PhaseActive,
+		wantReady: map[int32]metav1.ConditionStatus{0: "Unknown"},
+	}, {
+		name: "SkipsToNewestReadyGeneration",
+		in: observed{Generation: 3, Serving: 1, Revisions: []revisionState{rev(1), rev(2, allReady(2, 0)...), rev(3, allReady(3, 0)...)},
+			Live: replicas(0), Kept: 3},
+		wantServing: 3, wantPhase: kubewardenv1.PhaseActive,
+		wantReady: map[int32]metav1.ConditionStatus{0: "True"},
+	}, {
+		name: "BeyondKeptCount_CollectedOnceServing",
+		in: observed{Generation: 5, Serving: 4, Revisions: []revisionState{rev(1), rev(2), rev(3), rev(4), rev(5, allReady(5, 0)...)},
+			Live: replicas(0), Kept: 3},
+		wantServing: 5, wantPhase: kubewardenv1.PhaseActive, wantCollect: []string{"clusterwide-p-g2", "clusterwide-p-g1"},
+		wantReady: map[int32]metav1.ConditionStatus{0: "True"},
+	}, {
+		name: "ServingRevisionIsNeverCollected_EvenBeyondKeptCount",
+		in: observed{Generation: 5, Serving: 1, Revisions: []revisionState{rev(1), rev(2), rev(3), rev(4), rev(5)},
+			Live: replicas(0), Kept: 2},
+		wantServing: 1, wantPhase: kubewardenv1.PhasePending, wantCollect: []string{"clusterwide-p-g3", "clusterwide-p-g2"},
+		wantReady: map[int32]metav1.ConditionStatus{0: "Unknown"},
+	}, {
+		name:        "NothingServing_NothingCollected",
+		in:          observed{Generation: 5, Revisions: []revisionState{rev(1), rev(2), rev(3), rev(4), rev(5)}, Live: replicas(0), Kept: 1},
+		wantServing: 0, wantPhase: kubewardenv1.PhasePending,
+		wantReady: map[int32]metav1.ConditionStatus{0: "Unknown"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Now = now
+			d := decide(tt.in)
+			if d.Serving != tt.wantServing || d.Status.ServingGeneration != tt.wantServing {
+				t.Errorf("serving = %d (status %d), want %d", d.Serving, d.Status.ServingGeneration, tt.wantServing)
+			}
+			if d.Status.Phase != tt.wantPhase {
+				t.Errorf("phase = %s, want %s", d.Status.Phase, tt.wantPhase)
+			}
+			if !slices.Equal(d.Collect, tt.wantCollect) {
+				t.Errorf("collect = %v, want %v", d.Collect, tt.wantCollect)
+			}
+			got := map[int32]metav1.ConditionStatus{}
+			for _, c := range d.Status.Conditions {
+				if c.Type == kubewardenv1.ConditionReady {
+					got[*c.Replica] = c.Status
+					if c.PolicyGeneration != tt.in.Generation {
+						t.Errorf("Ready of replica %d is about generation %d, want %d", *c.Replica, c.PolicyGeneration, tt.in.Generation)
+					}
+				}
+			}
+			if len(got) != len(tt.wantReady) {
+				t.Errorf("Ready conditions = %v, want %v", got, tt.wantReady)
+			}
+			for n, s := range tt.wantReady {
+				if got[n] != s {
+					t.Errorf("Ready of replica %d = %s, want %s", n, got[n], s)
+				}
+			}
+		})
+	}
+}
+
+func TestDecide_UnchangedStateKeepsTransitionTimes_SoNothingIsWritten(t *testing.T) {
+	in := observed{Generation: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...)}, Live: replicas(0), Now: now}
+	first := decide(in)
+	in.Previous, in.Serving, in.Now = first.Status.Conditions, first.Serving, now.Add(time.Hour)
+	second := decide(in)
+	for i := range first.Status.Conditions {
+		if !first.Status.Conditions[i].LastTransitionTime.Equal(&second.Status.Conditions[i].LastTransitionTime) {
+			t.Errorf("condition %s moved its transition time", first.Status.Conditions[i].Type)
+		}
+	}
+}
+
+func TestDecide_ModeIsTheServingGenerations(t *testing.T) {
+	monitor := rev(2)
+	monitor.Mode = kubewardenv1.ModeMonitor
+	d := decide(observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1), monitor}, Live: replicas(0), Now: now})
+	if d.Status.Mode != kubewardenv1.ModeProtect {
+		t.Errorf("mode = %s while generation 1 serves, want protect", d.Status.Mode)
+	}
+}

@@ -1,0 +1,22 @@
+// Package admissionpolicy is the controller half of Regent's admission policy lifecycle, the
+// Kubewarden lifecycle RFC built out.
+//
+// Every generation of a ClusterAdmissionPolicy or AdmissionPolicy becomes a PolicyRevision in the
+// controller's namespace, marked Scheduled. The policy server's leader pulls, precompiles,
+// validates and signs it (Initialized); every replica loads it beside the generation it already
+// serves and reports Ready with its replica number. Only when every live replica (one whose Lease
+// is current) is Ready for generation N does the policy's webhook configuration move to
+// `/validate/<policy>/<N>`; until then, and forever if N fails, the previous generation keeps
+// answering. Revisions beyond the PolicyServer's kept count are then disabled and deleted.
+//
+// The rollback annotation (kubewardenv1.RollbackAnnotation) names a kept generation whose spec is
+// copied back to the policy, which then goes through the same lifecycle as a new generation — an
+// annotation rather than a spec field so the spec stays exactly Kubewarden's.
+//
+// A PolicyServer becomes a StatefulSet running `regent policy-server --lifecycle`, its Services,
+// the shared ReadWriteMany module cache, a serving certificate and the Secret holding the key the
+// leader signs cache files with, all issued by an internal CA the controller keeps.
+//
+// What to do is decided by pure functions over plain inputs (decide.go, liveness.go,
+// webhook_config.go, rollback.go); the reconcilers around them read, decide and write.
+package admissionpolicy

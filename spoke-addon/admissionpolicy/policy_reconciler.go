@@ -1,0 +1,279 @@
+package admissionpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// finalizer lets the controller remove a policy's revisions and webhook configurations: they
+// live in another namespace or are cluster-scoped, so ownerReferences cannot.
+const finalizer = "regent.dev/admission-policy"
+
+// conditionRollback reports a rollback that could not happen.
+const conditionRollback = "Rollback"
+
+// defaultKeptRevisions is PolicyServer.spec.keptRevisions' default.
+const defaultKeptRevisions = 3
+
+// policyReconciler runs the lifecycle of the policies of one kind.
+type policyReconciler struct {
+	kind      policyKind
+	client    client.Client
+	reader    client.Reader // the manager's cache: policies, PolicyServers
+	apiReader client.Reader // webhook configurations, read rarely and not worth a cache
+	nsReader  client.Reader // the controller namespace's cache: revisions, Leases, Secrets
+	namespace string
+	opts      Options
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
+}
+
+func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.kind.new()
+	if err := r.reader.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ref := referenceTo(r.kind, obj)
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, obj, ref)
+	}
+	if controllerutil.AddFinalizer(obj, finalizer) {
+		if err := r.client.Update(ctx, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	revs, err := r.revisions(ctx, ref)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var extra []kubewardenv1.PolicyCondition
+	if target, ok := obj.GetAnnotations()[kubewardenv1.RollbackAnnotation]; ok {
+		done, cond, err := r.rollback(ctx, obj, target, revs)
+		if err != nil || done {
+			return ctrl.Result{}, err
+		}
+		extra = append(extra, cond)
+	}
+	if revs, err = r.ensureRevision(ctx, obj, ref, revs); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.reconcileNormal(ctx, obj, ref, revs, extra)
+}
+
+// reconcileNormal decides the serving generation and status from the revisions and Leases, then
+// moves the webhook configuration, collects old revisions and writes the status, in that order:
+// a revision is only collected once no webhook points at it.
+func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Object, ref kubewardenv1.PolicyReference,
+	revs []kubewardenv1.PolicyRevision, extra []kubewardenv1.PolicyCondition) (ctrl.Result, error) {
+	ps := policyServerOf(obj)
+	leases := &coordinationv1.LeaseList{}
+	if err := r.nsReader.List(ctx, leases, client.InNamespace(r.namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list replica leases: %w", err)
+	}
+	now := r.clock.Now()
+	live, nextExpiry := liveReplicas(ps, leases.Items, now)
+	kept, err := r.keptRevisions(ctx, ps)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := statusOf(obj)
+	states := make([]revisionState, len(revs))
+	for i := range revs {
+		states[i] = stateOf(&revs[i])
+	}
+	d := decide(observed{
+		Generation: obj.GetGeneration(), Serving: status.ServingGeneration, Revisions: states,
+		Live: live, Kept: kept, Previous: status.Conditions, Extra: extra, Now: now,
+	})
+	if d.Serving > 0 {
+		switched, err := r.applyWebhooks(ctx, obj, ref, d.Serving, revs)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if switched {
+			webhookSwitches.Inc()
+			r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "WebhookSwitched", "Serve",
+				"the webhook configuration now calls generation %d on every replica", d.Serving)
+		}
+	}
+	if err := r.collect(ctx, obj, revs, d.Collect); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !equality.Semantic.DeepEqual(*status, d.Status) {
+		if d.Status.Phase == kubewardenv1.PhaseFailed && status.Phase != kubewardenv1.PhaseFailed {
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "GenerationFailed", "Serve",
+				"generation %d cannot be served (%s); generation %d keeps serving", obj.GetGeneration(),
+				failureMessage(d.Status.Conditions), d.Serving)
+		}
+		*status = d.Status
+		if err := r.client.Status().Update(ctx, obj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("write status: %w", err)
+		}
+		statusWrites.Inc()
+	}
+	if !nextExpiry.IsZero() {
+		// An expiring Lease sends no event: look again when the first live one would expire.
+		return ctrl.Result{RequeueAfter: nextExpiry.Sub(now) + 100*time.Millisecond}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// failureMessage joins the reasons the newest generation failed, for the Event.
+func failureMessage(conds []kubewardenv1.PolicyCondition) string {
+	for _, c := range conds {
+		if (c.Type == kubewardenv1.ConditionInitialized || c.Type == kubewardenv1.ConditionReady) && c.Status == metav1.ConditionFalse {
+			who := "leader"
+			if c.Replica != nil {
+				who = "replica " + strconv.Itoa(int(*c.Replica))
+			}
+			return fmt.Sprintf("%s %s: %s", who, c.Reason, c.Message)
+		}
+	}
+	return "unknown"
+}
+
+// revisions lists the policy's revisions; ones of an earlier policy of the same name are not its.
+func (r *policyReconciler) revisions(ctx context.Context, ref kubewardenv1.PolicyReference) ([]kubewardenv1.PolicyRevision, error) {
+	list := &kubewardenv1.PolicyRevisionList{}
+	if err := r.nsReader.List(ctx, list, client.InNamespace(r.namespace),
+		client.MatchingLabels{PolicyLabel: ref.ServerPolicyName()}); err != nil {
+		return nil, fmt.Errorf("list revisions: %w", err)
+	}
+	var out []kubewardenv1.PolicyRevision
+	for _, rev := range list.Items {
+		if rev.Spec.ObjectReference.Kind == ref.Kind && rev.Spec.ObjectReference.UID == ref.UID {
+			out = append(out, rev)
+		}
+	}
+	return out, nil
+}
+
+// ensureRevision creates the revision of the policy's generation if it is missing and marks the
+// newest revision Scheduled, the only condition the controller writes on revisions.
+func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object, ref kubewardenv1.PolicyReference,
+	revs []kubewardenv1.PolicyRevision) ([]kubewardenv1.PolicyRevision, error) {
+	gen := obj.GetGeneration()
+	var rev *kubewardenv1.PolicyRevision
+	for i := range revs {
+		if revs[i].Spec.PolicyGeneration == gen {
+			rev = &revs[i]
+		}
+	}
+	if rev == nil {
+		data, err := json.Marshal(specOf(obj))
+		if err != nil {
+			return nil, fmt.Errorf("encode spec: %w", err)
+		}
+		rev = &kubewardenv1.PolicyRevision{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: ref.RevisionName(gen), Namespace: r.namespace,
+				Labels: map[string]string{kubewardenv1.PolicyServerLabel: policyServerOf(obj), PolicyLabel: ref.ServerPolicyName()},
+			},
+			Spec: kubewardenv1.PolicyRevisionSpec{ObjectReference: ref, PolicyGeneration: gen, Enabled: true,
+				Data: runtime.RawExtension{Raw: data}},
+		}
+		if err := r.client.Create(ctx, rev); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// Created by an earlier pass the cache has not shown yet, or left by an earlier
+				// policy of the same name, which its finalizer is removing: look again.
+				return nil, fmt.Errorf("revision %s exists but is not yet seen as this policy's: %w", rev.Name, err)
+			}
+			return nil, fmt.Errorf("create revision %s: %w", rev.Name, err)
+		}
+		revisionsCreated.Inc()
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "RevisionCreated", "Schedule",
+			"PolicyRevision %s/%s holds generation %d", r.namespace, rev.Name, gen)
+		revs = append(revs, *rev)
+		rev = &revs[len(revs)-1]
+	}
+	if findCondition(rev.Status.Conditions, kubewardenv1.ConditionScheduled, nil) == nil {
+		rev.Status.Conditions = append(rev.Status.Conditions, kubewardenv1.PolicyCondition{
+			Type: kubewardenv1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: "RevisionCreated",
+			Message:            fmt.Sprintf("generation %d is waiting for the policy server", gen),
+			LastTransitionTime: metav1.NewTime(r.clock.Now().Truncate(time.Second)), PolicyGeneration: gen,
+		})
+		// An update carrying the resourceVersion: a concurrent write by the policy server
+		// conflicts and is read again rather than overwritten.
+		if err := r.client.Status().Update(ctx, rev); err != nil {
+			return nil, fmt.Errorf("mark revision %s scheduled: %w", rev.Name, err)
+		}
+	}
+	return revs, nil
+}
+
+// keptRevisions is the PolicyServer's kept count; the default while the PolicyServer is missing.
+func (r *policyReconciler) keptRevisions(ctx context.Context, ps string) (int, error) {
+	server := &kubewardenv1.PolicyServer{}
+	err := r.reader.Get(ctx, client.ObjectKey{Name: ps}, server)
+	if apierrors.IsNotFound(err) || (err == nil && server.Spec.KeptRevisions < 1) {
+		return defaultKeptRevisions, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read PolicyServer %s: %w", ps, err)
+	}
+	return int(server.Spec.KeptRevisions), nil
+}
+
+// collect disables, then deletes, the revisions beyond the kept count; disabling first tells the
+// policy server to unload them and drop their cache entries even if the delete is slow.
+func (r *policyReconciler) collect(ctx context.Context, obj client.Object, revs []kubewardenv1.PolicyRevision, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	byName := map[string]*kubewardenv1.PolicyRevision{}
+	for i := range revs {
+		byName[revs[i].Name] = &revs[i]
+	}
+	for _, name := range names {
+		rev := byName[name]
+		if rev.Spec.Enabled {
+			rev.Spec.Enabled = false
+			if err := r.client.Update(ctx, rev); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("disable revision %s: %w", name, err)
+			}
+		}
+		if err := r.client.Delete(ctx, rev); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete revision %s: %w", name, err)
+		}
+		revisionsDeleted.Inc()
+	}
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "RevisionsCollected", "Collect",
+		"deleted %d revisions beyond the kept count: %v", len(names), names)
+	return nil
+}
+
+// reconcileDelete removes what the policy's finalizer guards, then lets the policy go.
+func (r *policyReconciler) reconcileDelete(ctx context.Context, obj client.Object, ref kubewardenv1.PolicyReference) error {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	if err := r.deleteWebhooks(ctx, ref.ServerPolicyName()); err != nil {
+		return err
+	}
+	if err := r.client.DeleteAllOf(ctx, &kubewardenv1.PolicyRevision{}, client.InNamespace(r.namespace),
+		client.MatchingLabels{PolicyLabel: ref.ServerPolicyName()}); err != nil {
+		return fmt.Errorf("delete revisions: %w", err)
+	}
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := r.client.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}

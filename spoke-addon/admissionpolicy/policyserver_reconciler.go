@@ -1,0 +1,188 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// Names of a policy server's objects in the controller namespace, after serverObjectName.
+func caSecretName(ps string) string      { return serverObjectName(ps) + "-ca" }
+func signingSecretName(ps string) string { return serverObjectName(ps) + "-signing" }
+func servingSecretName(ps string) string { return serverObjectName(ps) + "-tls" }
+func headlessName(ps string) string      { return serverObjectName(ps) + "-replicas" }
+func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache" }
+
+// cacheSize is what the module cache claims; precompiled modules are a few MB each.
+var cacheSize = resource.MustParse("1Gi")
+
+// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, cache claim and
+// Secrets, all owned by it so deleting it removes them.
+type policyServerReconciler struct {
+	client    client.Client
+	nsReader  client.Reader
+	namespace string
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
+}
+
+func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ps := &kubewardenv1.PolicyServer{}
+	if err := r.client.Get(ctx, req.NamespacedName, ps); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ps.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // ownerReferences let the garbage collector remove the rest
+	}
+	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
+		Message: fmt.Sprintf("StatefulSet %s/%s, its Services, cache claim and Secrets are in place", r.namespace, serverObjectName(ps.Name))}
+	err := r.apply(ctx, ps)
+	if err != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ApplyFailed", err.Error()
+		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "ApplyFailed", "Deploy", "%s", err.Error())
+	}
+	before := ps.Status.DeepCopy()
+	cond.ObservedGeneration = ps.Generation
+	meta.SetStatusCondition(&ps.Status.Conditions, cond)
+	if !equality.Semantic.DeepEqual(*before, ps.Status) {
+		if werr := r.client.Status().Update(ctx, ps); werr != nil && err == nil {
+			err = fmt.Errorf("write status: %w", werr)
+		}
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
+	if err := r.applySecrets(ctx, ps); err != nil {
+		return err
+	}
+	name := serverObjectName(ps.Name)
+	selector := map[string]string{"app.kubernetes.io/name": "regent-policy-server", kubewardenv1.PolicyServerLabel: ps.Name}
+	port := corev1.ServicePort{Name: "https", Port: ServicePort, TargetPort: intstr.FromInt32(ServicePort), Protocol: corev1.ProtocolTCP}
+
+	if err := r.ensure(ctx, ps, &corev1.Service{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
+		s := o.(*corev1.Service)
+		s.Spec.Selector, s.Spec.Ports = selector, []corev1.ServicePort{port}
+	}); err != nil {
+		return err
+	}
+	if err := r.ensure(ctx, ps, &corev1.Service{ObjectMeta: r.meta(headlessName(ps.Name), selector)}, func(o client.Object) {
+		s := o.(*corev1.Service)
+		s.Spec.Selector, s.Spec.Ports, s.Spec.ClusterIP = selector, []corev1.ServicePort{port}, corev1.ClusterIPNone
+		// Replicas find each other before they are Ready: readiness is per policy, not per pod.
+		s.Spec.PublishNotReadyAddresses = true
+	}); err != nil {
+		return err
+	}
+	if err := r.ensure(ctx, ps, &corev1.PersistentVolumeClaim{ObjectMeta: r.meta(cacheClaimName(ps.Name), selector)}, func(o client.Object) {
+		c := o.(*corev1.PersistentVolumeClaim)
+		if !c.CreationTimestamp.IsZero() {
+			return // a claim's spec is immutable once bound
+		}
+		c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		c.Spec.StorageClassName = ps.Spec.CacheStorageClassName
+		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: cacheSize}
+	}); err != nil {
+		return err
+	}
+	return r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
+		s := o.(*appsv1.StatefulSet)
+		replicas := ps.Spec.Replicas
+		s.Spec.Replicas = &replicas
+		s.Spec.ServiceName = headlessName(ps.Name)
+		s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+		s.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
+		s.Spec.Template = statefulSetPod(ps, r.namespace, selector)
+	})
+}
+
+// statefulSetPod runs `regent policy-server --lifecycle`: the replica number comes from the pod's
+// hostname (<statefulset>-<n>), the cache from the shared claim.
+func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: ps.Spec.ServiceAccountName,
+			Containers: []corev1.Container{{
+				Name: "policy-server", Image: ps.Spec.Image,
+				Command: []string{"regent"},
+				Args: []string{"policy-server", "--lifecycle",
+					"--policy-server=" + ps.Name, "--namespace=" + namespace,
+					"--replica-from-hostname", "--shared-cache=/cache",
+					fmt.Sprintf("--addr=:%d", ServicePort), "--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
+				Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP}},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "cache", MountPath: "/cache"},
+					{Name: "tls", MountPath: "/tls", ReadOnly: true},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cacheClaimName(ps.Name)}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: servingSecretName(ps.Name)}}},
+			},
+		},
+	}
+}
+
+func (r *policyServerReconciler) meta(name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: labels}
+}
+
+// ensure creates obj, after mutate, or updates the existing one when what mutate produces changed
+// since the last write. What was written is remembered as a hash: the apiserver defaults fields
+// (a pod template has many), so comparing with what it returns would rewrite on every pass.
+// Reads go through the namespace's cache; a create that races the cache fails and is retried.
+func (r *policyServerReconciler) ensure(ctx context.Context, ps *kubewardenv1.PolicyServer, obj client.Object, mutate func(client.Object)) error {
+	key := client.ObjectKeyFromObject(obj)
+	desired := obj.DeepCopyObject().(client.Object)
+	mutate(desired)
+	hash := hashOf(desired)
+	existing := obj.DeepCopyObject().(client.Object)
+	err := r.nsReader.Get(ctx, key, existing)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read %T %s: %w", obj, key.Name, err)
+	}
+	target := desired
+	if err == nil {
+		if existing.GetAnnotations()[hashAnnotation] == hash {
+			return nil
+		}
+		target = existing
+		mutate(target)
+		target.SetLabels(obj.GetLabels())
+	}
+	annotations := target.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[hashAnnotation] = hash
+	target.SetAnnotations(annotations)
+	if err := controllerutil.SetControllerReference(ps, target, r.client.Scheme()); err != nil {
+		return err
+	}
+	if target == desired {
+		if err := r.client.Create(ctx, target); err != nil {
+			return fmt.Errorf("create %T %s: %w", obj, key.Name, err)
+		}
+		return nil
+	}
+	if err := r.client.Update(ctx, target); err != nil {
+		return fmt.Errorf("update %T %s: %w", obj, key.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package admissionpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// rollbackTarget finds the kept revision the annotation names; the condition says why there is
+// none, naming the generations that are kept.
+func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewardenv1.PolicyCondition) {
+	cond := kubewardenv1.PolicyCondition{Type: conditionRollback, Status: metav1.ConditionFalse}
+	gen, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		cond.Reason = "InvalidGeneration"
+		cond.Message = fmt.Sprintf("annotation %s=%q is not a generation number; kept generations: %s",
+			kubewardenv1.RollbackAnnotation, value, keptGenerations(revs))
+		return nil, cond
+	}
+	if r := findRevision(revs, gen); r != nil {
+		return r, kubewardenv1.PolicyCondition{}
+	}
+	cond.Reason = "UnknownGeneration"
+	cond.Message = fmt.Sprintf("generation %d is not kept; kept generations: %s", gen, keptGenerations(revs))
+	return nil, cond
+}
+
+// rollback copies the named revision's spec back to the policy and removes the annotation, so the
+// restored spec becomes a new generation and goes through the lifecycle (done). When the
+// generation is not kept, the annotation stays and the returned condition says why.
+func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, value string, revs []kubewardenv1.PolicyRevision) (bool, kubewardenv1.PolicyCondition, error) {
+	states := make([]revisionState, len(revs))
+	for i := range revs {
+		states[i] = stateOf(&revs[i])
+	}
+	target, cond := rollbackTarget(value, states)
+	if target == nil {
+		rollbacks.WithLabelValues("unknown_generation").Inc()
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
+		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
+		return false, cond, nil
+	}
+	var data []byte
+	for i := range revs {
+		if revs[i].Name == target.Name {
+			data = revs[i].Spec.Data.Raw
+		}
+	}
+	spec := specOf(obj)
+	restored := kubewardenv1.PolicySpec{}
+	if err := json.Unmarshal(data, &restored); err != nil {
+		return false, cond, fmt.Errorf("decode revision %s: %w", target.Name, err)
+	}
+	*spec = restored
+	annotations := obj.GetAnnotations()
+	delete(annotations, kubewardenv1.RollbackAnnotation)
+	obj.SetAnnotations(annotations)
+	if err := r.client.Update(ctx, obj); err != nil {
+		return false, cond, fmt.Errorf("restore generation %d: %w", target.Generation, err)
+	}
+	rollbacks.WithLabelValues("restored").Inc()
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "RolledBack", "Rollback",
+		"restored the spec of generation %d; it is served as generation %d once every replica is Ready",
+		target.Generation, obj.GetGeneration())
+	return true, cond, nil
+}

@@ -1,0 +1,107 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// applySecrets keeps a policy server's internal CA (never mounted), the signing Secret its
+// leader signs cache files with (ca.crt, signer.crt, signer.key — the contract with the policy
+// server) and its serving certificate. Each is created once; a lost CA reissues both others, since
+// they would no longer verify.
+func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
+	now := r.clock.Now()
+	caSecret := &corev1.Secret{}
+	var ca keyPair
+	fresh := false
+	err := r.nsReader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: caSecretName(ps.Name)}, caSecret)
+	switch {
+	case apierrors.IsNotFound(err):
+		if ca, err = newCA(ps.Name, now); err != nil {
+			return fmt.Errorf("issue CA: %w", err)
+		}
+		if err := r.createSecret(ctx, ps, caSecretName(ps.Name), corev1.SecretTypeOpaque,
+			map[string][]byte{caCertKey: ca.cert, caKeyKey: ca.key}, false); err != nil {
+			return err
+		}
+		fresh = true
+	case err != nil:
+		return fmt.Errorf("read CA Secret: %w", err)
+	default:
+		if ca, err = parseKeyPair(caSecret.Data[caCertKey], caSecret.Data[caKeyKey]); err != nil {
+			return fmt.Errorf("CA Secret %s: %w", caSecretName(ps.Name), err)
+		}
+	}
+
+	if fresh || r.missing(ctx, signingSecretName(ps.Name)) {
+		signer, err := newSigner(ps.Name, ca, now)
+		if err != nil {
+			return fmt.Errorf("issue signer: %w", err)
+		}
+		if err := r.createSecret(ctx, ps, signingSecretName(ps.Name), corev1.SecretTypeOpaque,
+			map[string][]byte{caCertKey: ca.cert, signerCertKey: signer.cert, signerKeyKey: signer.key}, fresh); err != nil {
+			return err
+		}
+	}
+	if fresh || r.missing(ctx, servingSecretName(ps.Name)) {
+		svc := serverObjectName(ps.Name)
+		serving, err := newServing([]string{
+			svc + "." + r.namespace + ".svc", svc, svc + "." + r.namespace, svc + "." + r.namespace + ".svc.cluster.local",
+		}, ca, now)
+		if err != nil {
+			return fmt.Errorf("issue serving certificate: %w", err)
+		}
+		if err := r.createSecret(ctx, ps, servingSecretName(ps.Name), corev1.SecretTypeTLS,
+			map[string][]byte{caCertKey: ca.cert, tlsCertKey: serving.cert, tlsKeyKey: serving.key}, fresh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *policyServerReconciler) missing(ctx context.Context, name string) bool {
+	err := r.nsReader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: name}, &corev1.Secret{})
+	return apierrors.IsNotFound(err)
+}
+
+// createSecret creates a Secret owned by ps; replace overwrites one issued by a lost CA.
+func (r *policyServerReconciler) createSecret(ctx context.Context, ps *kubewardenv1.PolicyServer, name string,
+	typ corev1.SecretType, data map[string][]byte, replace bool) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.namespace,
+			Labels: map[string]string{kubewardenv1.PolicyServerLabel: ps.Name}},
+		Type: typ, Data: data,
+	}
+	if err := controllerutil.SetControllerReference(ps, s, r.client.Scheme()); err != nil {
+		return err
+	}
+	err := r.client.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) && replace {
+		err = r.client.Update(ctx, s)
+	}
+	if err != nil {
+		return fmt.Errorf("write Secret %s: %w", name, err)
+	}
+	r.recorder.Eventf(ps, nil, corev1.EventTypeNormal, "SecretIssued", "Issue", "Secret %s/%s issued", r.namespace, name)
+	return nil
+}
+
+// servingCA is the CA of a policy server's serving certificate: the webhook's caBundle.
+func servingCA(ctx context.Context, reader client.Reader, namespace, ps string) ([]byte, error) {
+	s := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: servingSecretName(ps)}, s); err != nil {
+		return nil, fmt.Errorf("serving Secret %s/%s (is PolicyServer %s created?): %w", namespace, servingSecretName(ps), ps, err)
+	}
+	if len(s.Data[caCertKey]) == 0 {
+		return nil, fmt.Errorf("serving Secret %s/%s has no %s", namespace, servingSecretName(ps), caCertKey)
+	}
+	return s.Data[caCertKey], nil
+}

@@ -1,0 +1,160 @@
+package admissionpolicy
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// Labels and annotations the controller puts on what it creates.
+const (
+	// PolicyLabel names the policy (its server policy name) on its revisions and webhook
+	// configurations.
+	PolicyLabel = "regent.dev/policy"
+	// policyRefAnnotation on a webhook configuration names its policy as kind/namespace/name: the
+	// server policy name alone cannot be split back (namespaces and names both hold dashes).
+	policyRefAnnotation = "regent.dev/policy-ref"
+	// ServicePort is where the policy server's Service listens.
+	ServicePort = 8443
+	// namespaceNameLabel is set by the apiserver on every namespace.
+	namespaceNameLabel = "kubernetes.io/metadata.name"
+)
+
+// webhookTarget is where the apiserver reaches a policy server.
+type webhookTarget struct {
+	// BaseURL, when set, is used instead of the Service (a local fleet's process).
+	BaseURL string
+	// Namespace and Service locate the in-cluster Service otherwise.
+	Namespace, Service string
+	CABundle           []byte
+}
+
+// webhookName names a policy's webhook configurations (both kinds) after its server policy name.
+func webhookName(policyName string) string { return "regent-" + policyName }
+
+// validatePath is the policy server's endpoint for one generation of one policy.
+func validatePath(policyName string, generation int64) string {
+	return fmt.Sprintf("/validate/%s/%d", policyName, generation)
+}
+
+// policyRef renders a reference for policyRefAnnotation.
+func policyRef(ref kubewardenv1.PolicyReference) string {
+	return ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+}
+
+// parsePolicyRef reverses policyRef.
+func parsePolicyRef(s string) (kind, namespace, name string, ok bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// webhookFor builds the webhook that sends the policy's requests to generation of its policy
+// server. An AdmissionPolicy sees only its own namespace, whatever its selector says.
+func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, generation int64, target webhookTarget) webhookParts {
+	path := validatePath(ref.ServerPolicyName(), generation)
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: target.CABundle}
+	if target.BaseURL != "" {
+		u := strings.TrimSuffix(target.BaseURL, "/") + path
+		cc.URL = &u
+	} else {
+		cc.Service = &admissionregistrationv1.ServiceReference{
+			Namespace: target.Namespace, Name: target.Service, Path: &path, Port: ptrTo(int32(ServicePort)),
+		}
+	}
+	nsSelector := spec.NamespaceSelector.DeepCopy()
+	if ref.Kind == kubewardenv1.KindAdmissionPolicy {
+		if nsSelector == nil {
+			nsSelector = &metav1.LabelSelector{}
+		}
+		if nsSelector.MatchLabels == nil {
+			nsSelector.MatchLabels = map[string]string{}
+		}
+		nsSelector.MatchLabels[namespaceNameLabel] = ref.Namespace
+	}
+	if nsSelector == nil {
+		nsSelector = &metav1.LabelSelector{}
+	}
+	objSelector := spec.ObjectSelector.DeepCopy()
+	if objSelector == nil {
+		objSelector = &metav1.LabelSelector{}
+	}
+	failure := admissionregistrationv1.Fail
+	if spec.FailurePolicy != nil {
+		failure = *spec.FailurePolicy
+	}
+	timeout := int32(10)
+	if spec.TimeoutSeconds != nil {
+		timeout = *spec.TimeoutSeconds
+	}
+	return webhookParts{
+		name:              ref.ServerPolicyName() + ".policies.regent.dev",
+		clientConfig:      cc,
+		rules:             spec.Rules,
+		namespaceSelector: nsSelector,
+		objectSelector:    objSelector,
+		failurePolicy:     failure,
+		timeoutSeconds:    timeout,
+	}
+}
+
+// webhookParts is what the validating and mutating webhooks share.
+type webhookParts struct {
+	name              string
+	clientConfig      admissionregistrationv1.WebhookClientConfig
+	rules             []admissionregistrationv1.RuleWithOperations
+	namespaceSelector *metav1.LabelSelector
+	objectSelector    *metav1.LabelSelector
+	failurePolicy     admissionregistrationv1.FailurePolicyType
+	timeoutSeconds    int32
+}
+
+func (p webhookParts) validating() admissionregistrationv1.ValidatingWebhook {
+	equivalent := admissionregistrationv1.Equivalent
+	none := admissionregistrationv1.SideEffectClassNone
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: p.name, ClientConfig: p.clientConfig, Rules: p.rules,
+		NamespaceSelector: p.namespaceSelector, ObjectSelector: p.objectSelector,
+		FailurePolicy: ptrTo(p.failurePolicy), TimeoutSeconds: ptrTo(p.timeoutSeconds),
+		MatchPolicy: &equivalent, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+	}
+}
+
+func (p webhookParts) mutating() admissionregistrationv1.MutatingWebhook {
+	equivalent := admissionregistrationv1.Equivalent
+	none := admissionregistrationv1.SideEffectClassNone
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	return admissionregistrationv1.MutatingWebhook{
+		Name: p.name, ClientConfig: p.clientConfig, Rules: p.rules,
+		NamespaceSelector: p.namespaceSelector, ObjectSelector: p.objectSelector,
+		FailurePolicy: ptrTo(p.failurePolicy), TimeoutSeconds: ptrTo(p.timeoutSeconds),
+		MatchPolicy: &equivalent, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy: &never,
+	}
+}
+
+// servedGeneration reads the generation a webhook's client config points at, 0 when none.
+func servedGeneration(cc admissionregistrationv1.WebhookClientConfig) int64 {
+	var path string
+	switch {
+	case cc.URL != nil:
+		path = *cc.URL
+	case cc.Service != nil && cc.Service.Path != nil:
+		path = *cc.Service.Path
+	}
+	i := strings.LastIndex(path, "/")
+	var g int64
+	if i < 0 {
+		return 0
+	}
+	if _, err := fmt.Sscan(path[i+1:], &g); err != nil {
+		return 0
+	}
+	return g
+}
