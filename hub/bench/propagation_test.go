@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -56,6 +58,7 @@ func envInt(name string, def int) int {
 // replicas exist and requests for the hub, for a plain client-go loop creating the same objects
 // at the same QPS/burst, and for an unthrottled 16-worker loop (the apiserver's ceiling).
 func BenchmarkPropagation(b *testing.B) {
+	ctrl.SetLogger(logr.Discard())
 	clusters, roots := envInt("REGENT_BENCH_CLUSTERS", 1000), envInt("REGENT_BENCH_ROOTS", 10)
 	qps, burst := envInt("REGENT_BENCH_QPS", hub.DefaultQPS), envInt("REGENT_BENCH_BURST", hub.DefaultBurst)
 	h := fleettest.Hub(b)
