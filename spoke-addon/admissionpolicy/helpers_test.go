@@ -1,0 +1,223 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/api/scheme"
+)
+
+const testNamespace = "regent-system"
+
+// testCA stands in for a policy server's serving CA; the apiserver only stores it here, as no
+// test policy's rules match a request the tests make.
+var testCA = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+
+// startController runs the controllers against cfg until the test ends, webhooks pointing at
+// a local URL as in a local fleet, and returns a client with strict field validation.
+func startController(t testing.TB, cfg *rest.Config) client.Client {
+	t.Helper()
+	ctrl.SetLogger(logr.Discard())
+	skip := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = SetupWithManager(mgr, Options{
+		Namespace:  testNamespace,
+		WebhookURL: func(ps string) string { return "https://127.0.0.1:9443/" + ps },
+		CABundle:   func(context.Context, string) ([]byte, error) { return testCA, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return client.WithFieldValidation(c, metav1.FieldValidationStrict)
+}
+
+// clusterPolicy is a ClusterAdmissionPolicy on pods that no test creates, so its webhook, which
+// points at nothing, is never called.
+func clusterPolicy(name, ps string) *kubewardenv1.ClusterAdmissionPolicy {
+	ignore := admissionregistrationv1.Ignore
+	return &kubewardenv1.ClusterAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: kubewardenv1.PolicySpec{
+			PolicyServer: ps, Module: "file:///policies/v1.wasm", FailurePolicy: &ignore,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+		}},
+	}
+}
+
+// liveLease plays a replica of ps holding its Lease for an hour; expiredLease one gone an hour ago.
+func replicaLease(t testing.TB, c client.Client, ps string, n int32, renewed time.Time, seconds int32) {
+	t.Helper()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: fmt.Sprintf("%s%d", replicaLeasePrefix(ps), n)}}
+	holder := fmt.Sprint(n)
+	rt := metav1.NewMicroTime(renewed)
+	l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &rt, LeaseDurationSeconds: &seconds}
+	if err := c.Create(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func liveLeases(t testing.TB, c client.Client, ps string, replicas ...int32) {
+	t.Helper()
+	for _, n := range replicas {
+		replicaLease(t, c, ps, n, time.Now(), 3600)
+	}
+}
+
+// report plays the policy server: it merges conditions into a revision's status per
+// (type, replica), as the leader and the replicas do.
+func report(t testing.TB, c client.Client, revision string, conds ...kubewardenv1.PolicyCondition) {
+	t.Helper()
+	eventually(t, "revision "+revision+" takes the report", func() bool {
+		rev := &kubewardenv1.PolicyRevision{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: revision}, rev); err != nil {
+			return false
+		}
+		for _, c := range conds {
+			c.LastTransitionTime = metav1.Now()
+			if c.PolicyGeneration == 0 {
+				c.PolicyGeneration = rev.Spec.PolicyGeneration
+			}
+			if old := findCondition(rev.Status.Conditions, c.Type, c.Replica); old != nil {
+				*old = c
+			} else {
+				rev.Status.Conditions = append(rev.Status.Conditions, c)
+			}
+		}
+		return c.Status().Update(context.Background(), rev) == nil
+	})
+}
+
+func initializedTrue() kubewardenv1.PolicyCondition {
+	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "signed"}
+}
+
+func readyOn(status metav1.ConditionStatus, replicas ...int32) []kubewardenv1.PolicyCondition {
+	var out []kubewardenv1.PolicyCondition
+	for _, n := range replicas {
+		out = append(out, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionReady, Status: status, Replica: ptrTo(n), Reason: "Loaded"})
+	}
+	return out
+}
+
+// waitForPolicy polls the ClusterAdmissionPolicy until cond holds; it asserts states, never how
+// long they took.
+func waitForPolicy(t testing.TB, c client.Client, name, what string, cond func(*kubewardenv1.ClusterAdmissionPolicy) bool) *kubewardenv1.ClusterAdmissionPolicy {
+	t.Helper()
+	p := &kubewardenv1.ClusterAdmissionPolicy{}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Get(context.Background(), client.ObjectKey{Name: name}, p)
+		if err == nil && cond(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			status, _ := yaml.Marshal(p.Status)
+			t.Fatalf("ClusterAdmissionPolicy %s never %s (err %v); generation %d, status:\n%s", name, what, err, p.Generation, status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readyReplicas lists the replicas whose Ready condition on the policy has status.
+func readyReplicas(st kubewardenv1.PolicyStatus, status metav1.ConditionStatus) string {
+	var out []string
+	for _, c := range st.Conditions {
+		if c.Type == kubewardenv1.ConditionReady && c.Status == status {
+			out = append(out, fmt.Sprint(*c.Replica))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// webhookPath is the URL of the policy's validating webhook, "" when there is none.
+func webhookURL(t testing.TB, c client.Client, policyName string) string {
+	t.Helper()
+	w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	err := c.Get(context.Background(), client.ObjectKey{Name: webhookName(policyName)}, w)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *w.Webhooks[0].ClientConfig.URL
+}
+
+func revisionGenerations(t testing.TB, c client.Client, policyName string) []int64 {
+	t.Helper()
+	list := &kubewardenv1.PolicyRevisionList{}
+	if err := c.List(context.Background(), list, client.InNamespace(testNamespace), client.MatchingLabels{PolicyLabel: policyName}); err != nil {
+		t.Fatal(err)
+	}
+	var gens []int64
+	for _, r := range list.Items {
+		gens = append(gens, r.Spec.PolicyGeneration)
+	}
+	return gens
+}
+
+// eventually polls cond for up to a minute.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func update(t testing.TB, c client.Client, obj client.Object, change func()) {
+	t.Helper()
+	eventually(t, "update "+obj.GetName(), func() bool {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false
+		}
+		change()
+		return c.Update(context.Background(), obj) == nil
+	})
+}
