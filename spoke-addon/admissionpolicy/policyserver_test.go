@@ -1,0 +1,95 @@
+package admissionpolicy
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/fleet/fleettest"
+)
+
+func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) {
+	hub := fleettest.Hub(t)
+	c := startController(t, hub.Config)
+	ctx := context.Background()
+	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: kubewardenv1.PolicyServerSpec{Image: "regent:dev", Replicas: 3, ServiceAccountName: "policy-server"}}
+	if err := c.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	get := func(obj client.Object, name string) bool {
+		return c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: name}, obj) == nil
+	}
+	sts := &appsv1.StatefulSet{}
+	eventually(t, "StatefulSet", func() bool { return get(sts, "regent-policy-server-default") })
+	pod := sts.Spec.Template.Spec
+	if *sts.Spec.Replicas != 3 || sts.Spec.ServiceName != "regent-policy-server-default-replicas" || pod.ServiceAccountName != "policy-server" ||
+		pod.Containers[0].Image != "regent:dev" {
+		t.Errorf("StatefulSet spec = %+v", sts.Spec)
+	}
+	for _, arg := range []string{"policy-server", "--lifecycle", "--policy-server=default", "--namespace=" + testNamespace,
+		"--replica-from-hostname", "--shared-cache=/cache"} {
+		if !slices.Contains(pod.Containers[0].Args, arg) {
+			t.Errorf("args %v lack %s", pod.Containers[0].Args, arg)
+		}
+	}
+	svc, headless := &corev1.Service{}, &corev1.Service{}
+	eventually(t, "Services", func() bool {
+		return get(svc, "regent-policy-server-default") && get(headless, "regent-policy-server-default-replicas")
+	})
+	if svc.Spec.Ports[0].Port != ServicePort || headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("services: %+v / %+v", svc.Spec, headless.Spec)
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	eventually(t, "cache claim", func() bool { return get(pvc, "regent-policy-server-default-cache") })
+	if !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}) {
+		t.Errorf("cache access modes = %v", pvc.Spec.AccessModes)
+	}
+
+	signing, serving := &corev1.Secret{}, &corev1.Secret{}
+	eventually(t, "signing and serving Secrets", func() bool {
+		return get(signing, "regent-policy-server-default-signing") && get(serving, "regent-policy-server-default-tls")
+	})
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(signing.Data["ca.crt"]) {
+		t.Fatal("signing Secret's ca.crt is not PEM")
+	}
+	verify := func(what string, certPEM []byte, usage x509.ExtKeyUsage) {
+		b, _ := pem.Decode(certPEM)
+		if b == nil {
+			t.Fatalf("%s is not PEM", what)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("%s does not chain to the CA: %v", what, err)
+		}
+	}
+	verify("signer.crt", signing.Data["signer.crt"], x509.ExtKeyUsageCodeSigning)
+	verify("tls.crt", serving.Data["tls.crt"], x509.ExtKeyUsageServerAuth)
+	if len(signing.Data["signer.key"]) == 0 || signing.Type != corev1.SecretTypeOpaque {
+		t.Errorf("signing Secret: type %s, keys %d", signing.Type, len(signing.Data))
+	}
+	for _, o := range []client.Object{sts, svc, headless, pvc, signing, serving} {
+		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != ps.UID {
+			t.Errorf("%T %s owners = %v, want the PolicyServer", o, o.GetName(), refs)
+		}
+	}
+
+	update(t, c, ps, func() { ps.Spec.Replicas = 2 })
+	eventually(t, "StatefulSet follows replicas", func() bool { return get(sts, sts.Name) && *sts.Spec.Replicas == 2 })
+	eventually(t, "PolicyServer says Deployed", func() bool {
+		return c.Get(ctx, client.ObjectKeyFromObject(ps), ps) == nil && len(ps.Status.Conditions) == 1 &&
+			ps.Status.Conditions[0].Status == metav1.ConditionTrue
+	})
+}
