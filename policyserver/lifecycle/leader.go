@@ -1,0 +1,202 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/lifecycle/cache"
+	"regent.dev/regent/policyserver/lifecycle/signing"
+)
+
+// leader prepares revisions: pull, precompile into the shared cache, validate settings, sign,
+// Initialized. Only the holder of the policy server's Lease runs it.
+type leader struct {
+	opts   Options
+	reader client.Reader // the informer cache of this server's revisions
+	api    client.Client
+	status statusWriter
+	cache  cache.Cache
+	// engine validates settings by loading the policy from privateDir, into which Open copies
+	// the verified entry: the same path a replica takes.
+	engine     *engine.Engine
+	privateDir string
+	log        logr.Logger
+}
+
+// sync prepares every enabled revision that needs it, then removes cache entries no enabled
+// revision uses.
+func (l *leader) sync(ctx context.Context) error {
+	var list kubewardenv1.PolicyRevisionList
+	if err := l.reader.List(ctx, &list, client.InNamespace(l.opts.Namespace)); err != nil {
+		return fmt.Errorf("list revisions: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	keep := map[string]bool{}
+	var keys signingKeys
+	for i := range list.Items {
+		rev, err := decodeRevision(&list.Items[i])
+		if err != nil {
+			l.log.Error(err, "skipping revision")
+			continue
+		}
+		if !rev.Spec.Enabled {
+			continue
+		}
+		if rev.Status.CacheKey != "" {
+			keep[rev.Status.CacheKey] = true
+		}
+		if !l.needsInit(rev) {
+			continue
+		}
+		if keys.err == nil && keys.signer == nil {
+			keys = l.readKeys(ctx)
+		}
+		if key := l.initialize(ctx, rev, keys); key != "" {
+			keep[key] = true
+		}
+	}
+	removed, err := l.cache.GC(keep)
+	if len(removed) > 0 {
+		l.log.Info("removed cache entries no enabled revision uses", "entries", removed)
+	}
+	return err
+}
+
+// needsInit: not yet tried for this generation, or failed for a reason that may pass (a
+// registry down, a Secret not yet issued) and not retried for RetryInterval.
+func (l *leader) needsInit(rev revision) bool {
+	c := findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
+	if c == nil || c.PolicyGeneration != rev.Spec.PolicyGeneration || c.Status == metav1.ConditionUnknown {
+		return true
+	}
+	if c.Status == metav1.ConditionTrue {
+		return rev.Status.CacheKey == ""
+	}
+	switch c.Reason {
+	case ReasonPullError, ReasonSignError:
+		return l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
+	}
+	return false // a bad module or bad settings stay bad: the policy needs a new generation
+}
+
+type signingKeys struct {
+	signer   *signing.Signer
+	verifier *signing.Verifier
+	err      error
+}
+
+func (l *leader) readKeys(ctx context.Context) signingKeys {
+	var s corev1.Secret
+	name := signing.SecretName(l.opts.PolicyServer)
+	if err := l.api.Get(ctx, client.ObjectKey{Namespace: l.opts.Namespace, Name: name}, &s); err != nil {
+		return signingKeys{err: fmt.Errorf("read signing Secret %s: %w", name, err)}
+	}
+	signer, err := signing.NewSigner(s.Data)
+	if err != nil {
+		return signingKeys{err: fmt.Errorf("signing Secret %s: %w", name, err)}
+	}
+	verifier, err := signing.NewVerifier(s.Data, l.opts.Clock.Now())
+	if err != nil {
+		return signingKeys{err: fmt.Errorf("signing Secret %s: %w", name, err)}
+	}
+	return signingKeys{signer: signer, verifier: verifier}
+}
+
+// initialize prepares one revision and reports the outcome as its Initialized condition; it
+// returns the cache key it built, if any.
+func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys) string {
+	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
+	digest, key, err := l.prepareRevision(ctx, rev, keys)
+	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
+		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
+	var se *stepError
+	if errors.As(err, &se) {
+		cond = rev.condition(kubewardenv1.ConditionInitialized, nil, false, se.reason, se.Error())
+		log.Error(err, "revision not initialized", "reason", se.reason)
+	} else {
+		log.Info("revision initialized", "moduleDigest", digest, "cacheKey", key)
+	}
+	werr := l.status.update(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), func(r *kubewardenv1.PolicyRevision, now metav1.Time) bool {
+		changed := false
+		if digest != "" && r.Status.ModuleDigest != digest {
+			r.Status.ModuleDigest, changed = digest, true
+		}
+		if key != "" && r.Status.CacheKey != key {
+			r.Status.CacheKey, changed = key, true
+		}
+		var ch bool
+		r.Status.Conditions, ch = setCondition(r.Status.Conditions, cond, now)
+		return changed || ch
+	})
+	if werr != nil {
+		log.Error(werr, "could not report the revision's initialization")
+	}
+	return key
+}
+
+// prepareRevision returns the module digest and the cache key, as far as it got, and a
+// *stepError naming the step that failed.
+func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signingKeys) (digest, key string, err error) {
+	src, err := prepare(ctx, rev, l.opts.Pull, l.privateDir)
+	if err != nil {
+		return "", "", err
+	}
+	digest, key = src.ModuleDigest, cache.Key(src.Wasm)
+	if keys.err != nil {
+		return digest, "", &stepError{ReasonSignError, keys.err}
+	}
+	// An entry another revision built for the same module is reused once it verifies.
+	opened, err := l.cache.Open(key, keys.verifier, l.privateDir)
+	if err != nil {
+		if _, err := l.cache.Build(ctx, src, keys.signer); err != nil {
+			reason := ReasonSignError
+			if errors.Is(err, cache.ErrCompile) {
+				reason = ReasonCompileError
+			}
+			return digest, "", &stepError{reason, fmt.Errorf("module %s: %w", digest, err)}
+		}
+		if opened, err = l.cache.Open(key, keys.verifier, l.privateDir); err != nil {
+			return digest, "", &stepError{ReasonSignError, fmt.Errorf("entry just signed does not verify: %w", err)}
+		}
+	}
+	spec := engine.Spec{Name: rev.key.Name, Module: opened.Wasm, ExecutionMode: engine.ExecutionMode(opened.Manifest.ExecutionMode), Entrypoint: opened.Manifest.Entrypoint}
+	if rev.spec.Settings != nil {
+		spec.Settings = rev.spec.Settings.Raw
+	}
+	p, err := l.engine.Load(ctx, spec)
+	if err != nil {
+		reason := ReasonCompileError
+		if errors.Is(err, engine.ErrInvalidSettings) {
+			reason = ReasonInvalidSettings
+		}
+		return digest, key, &stepError{reason, err}
+	}
+	p.Close()
+	return digest, key, nil
+}
+
+func newLeader(ctx context.Context, opts Options, reader client.Reader, api client.Client) (*leader, error) {
+	dir := opts.Server.CacheDir + "-leader"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("leader cache: %w", err)
+	}
+	e, err := engine.New(ctx, engine.Options{CacheDir: dir, MaxInstancesPerPolicy: 1, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("leader engine: %w", err)
+	}
+	return &leader{
+		opts: opts, reader: reader, api: api, status: statusWriter{client: api, clock: opts.Clock},
+		cache: cache.Cache{Root: opts.SharedCache, Version: opts.Version}, engine: e, privateDir: dir,
+		log: opts.Logger.WithName("leader"),
+	}, nil
+}

@@ -1,0 +1,109 @@
+package lifecycle
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver/internal/guests"
+	"regent.dev/regent/policyserver/lifecycle/cache"
+	"regent.dev/regent/policyserver/lifecycle/internal/sources"
+	"regent.dev/regent/policyserver/lifecycle/pull"
+)
+
+// TestLifecycle shares one apiserver between specifications; each uses its own policy server.
+func TestLifecycle(t *testing.T) {
+	e := newEnv(t)
+	t.Run("LeaderInitializesFromEverySource_ReplicaServesAndReportsReady", func(t *testing.T) { testSources(t, e) })
+	t.Run("BadModulesSettingsAndRegistries_AreConditionsNotCrashes", func(t *testing.T) { testFailures(t, e) })
+}
+
+func testSources(t *testing.T, e *env) {
+	const ps = "sources"
+	shared := e.policyServer(t, ps)
+	web, reg := sources.NewHTTPS(t), sources.NewRegistry(t)
+	r := e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1", Pull: pull.Options{CAs: web.CAs}})
+
+	srcs := map[string][]byte{}
+	for _, name := range []string{"file", "https", "registry"} {
+		srcs[name] = regoSource(t, name)
+	}
+	modules := map[string]string{
+		"file":     "file://" + writeFile(t, "policy.rego", srcs["file"]),
+		"https":    web.Put(t, "policy.rego", srcs["https"]),
+		"registry": reg.Push(t, "policies/latest:v1", srcs["registry"]),
+	}
+	// A registry artifact has no file name to tell Rego from wasm: say it.
+	modules["registry"] = strings.Replace(modules["registry"], "policies/latest:v1", "policies/latest.rego:v1", 1)
+	reg.Push(t, "policies/latest.rego:v1", srcs["registry"])
+
+	for name, module := range modules {
+		e.createRevision(t, ps, name, 1, regoSpec(module))
+	}
+	for name := range modules {
+		rev := e.waitRevision(t, "clusterwide-"+name+"-g1", "Initialized", initializedWith(metav1.ConditionTrue, ReasonInitialized))
+		if rev.Status.ModuleDigest != cache.Digest(srcs[name]) {
+			t.Errorf("%s: moduleDigest %s, want the digest of the source %s", name, rev.Status.ModuleDigest, cache.Digest(srcs[name]))
+		}
+		if _, err := os.Stat(filepath.Join(shared, "v1", rev.Status.CacheKey, cache.ManifestFile+".sig")); err != nil {
+			t.Errorf("%s: no signed entry at v1/%s: %v", name, rev.Status.CacheKey, err)
+		}
+		e.waitRevision(t, rev.Name, "Ready on replica 0", readyOn(0, ReasonLoaded))
+		if code, allowed := r.review(t, "/validate/clusterwide-"+name+"/1", "nginx:latest"); code != http.StatusOK || allowed {
+			t.Errorf("%s: a :latest image got %d allowed=%v, want a denial", name, code, allowed)
+		}
+		if code, allowed := r.review(t, "/validate/clusterwide-"+name+"/1", "nginx:1.27"); code != http.StatusOK || !allowed {
+			t.Errorf("%s: a pinned image got %d allowed=%v", name, code, allowed)
+		}
+	}
+	if code := r.readyz(t); code != http.StatusOK {
+		t.Errorf("/readyz answered %d with every revision loaded", code)
+	}
+}
+
+func testFailures(t *testing.T, e *env) {
+	const ps = "failures"
+	shared := e.policyServer(t, ps)
+	r := e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1"})
+	good := e.createRevision(t, ps, "good", 1, regoSpec(writeFile(t, "good.rego", regoSource(t, "good"))))
+
+	labels, err := guests.Build("wapc-labels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	badSettings := kubewardenv1.PolicySpec{Module: writeFile(t, "labels.wasm", labels),
+		Settings: &runtime.RawExtension{Raw: []byte(`{"required":[]}`)}}
+	for _, tc := range []struct {
+		policy, reason, message string
+		spec                    kubewardenv1.PolicySpec
+	}{
+		{"unreachable", ReasonPullError, "connection refused", kubewardenv1.PolicySpec{Module: "registry://127.0.0.1:1/policies/x:v1"}},
+		{"not-wasm", ReasonCompileError, "", kubewardenv1.PolicySpec{Module: writeFile(t, "bad.wasm", []byte("\x00asm\x01\x00\x00\x00\xff\xff\xff"))}},
+		{"bad-rego", ReasonCompileError, "rego", regoSpec(writeFile(t, "bad.rego", []byte("package policy\nmain := {")))},
+		{"bad-settings", ReasonInvalidSettings, "settings.required must name at least one label", badSettings},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			rev := e.createRevision(t, ps, tc.policy, 1, tc.spec)
+			rev = e.waitRevision(t, rev.Name, "Initialized="+tc.reason, initializedWith(metav1.ConditionFalse, tc.reason))
+			if c := cond(rev, kubewardenv1.ConditionInitialized, nil); !strings.Contains(c.Message, tc.message) {
+				t.Errorf("message %q does not say %q", c.Message, tc.message)
+			}
+			if c := cond(rev, kubewardenv1.ConditionReady, ptr(int32(0))); c != nil {
+				t.Errorf("a revision that is not Initialized was loaded: %+v", c)
+			}
+		})
+	}
+	e.waitRevision(t, good.Name, "Ready", readyOn(0, ReasonLoaded))
+	if code, _ := r.review(t, "/validate/clusterwide-good/1", "nginx:1.27"); code != http.StatusOK {
+		t.Errorf("after every failure the good policy answered %d", code)
+	}
+	if code := r.readyz(t); code != http.StatusOK {
+		t.Errorf("/readyz answered %d: revisions that never initialized must not hold readiness back", code)
+	}
+}

@@ -1,0 +1,236 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/lifecycle/cache"
+	"regent.dev/regent/policyserver/lifecycle/signing"
+	"regent.dev/regent/policyserver/registry"
+)
+
+// replica makes the server serve every enabled, Initialized revision of its policy server and
+// reports, per revision, whether it does (Ready with its replica number).
+type replica struct {
+	opts       Options
+	number     int32
+	server     *policyserver.Server
+	reader     client.Reader
+	api        client.Client
+	status     statusWriter
+	cache      cache.Cache
+	privateDir string
+	log        logr.Logger
+
+	mu     sync.Mutex
+	loaded map[registry.Key]served
+	failed map[types.UID]time.Time
+
+	ready   atomic.Bool
+	waiting atomic.Value // []string: the revisions not loaded yet, for /readyz
+}
+
+// served is what the replica reported for a loaded revision.
+type served struct {
+	uid  types.UID
+	cond kubewardenv1.PolicyCondition
+}
+
+// sync loads what is wanted and not loaded, unloads what is loaded and no longer wanted, and
+// re-reports conditions another writer may have lost.
+func (r *replica) sync(ctx context.Context) error {
+	var list kubewardenv1.PolicyRevisionList
+	if err := r.reader.List(ctx, &list, client.InNamespace(r.opts.Namespace)); err != nil {
+		return fmt.Errorf("list revisions: %w", err)
+	}
+	want := map[registry.Key]revision{}
+	for i := range list.Items {
+		rev, err := decodeRevision(&list.Items[i])
+		if err != nil {
+			r.log.Error(err, "skipping revision")
+			continue
+		}
+		if rev.Spec.Enabled && rev.initialized() {
+			want[rev.key] = rev
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, s := range r.loaded {
+		if rev, ok := want[k]; !ok || rev.UID != s.uid {
+			r.server.UnloadRevision(k)
+			delete(r.loaded, k)
+			r.log.Info("revision unloaded", "policy", k.Name, "generation", k.Generation)
+		}
+	}
+	keys := make([]registry.Key, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Name != keys[j].Name {
+			return keys[i].Name < keys[j].Name
+		}
+		return keys[i].Generation < keys[j].Generation
+	})
+	var verifier *signing.Verifier
+	var verifierErr error
+	for _, k := range keys {
+		rev := want[k]
+		if s, ok := r.loaded[k]; ok {
+			if !conditionCurrent(rev.Status.Conditions, s.cond) {
+				if err := r.status.setConditions(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), s.cond); err != nil {
+					r.log.Error(err, "could not report Ready")
+				}
+			}
+			continue
+		}
+		if at, ok := r.failed[rev.UID]; ok && r.opts.Clock.Since(at) < r.opts.RetryInterval {
+			continue
+		}
+		if verifier == nil && verifierErr == nil {
+			verifier, verifierErr = r.readVerifier(ctx)
+		}
+		r.load(ctx, rev, verifier, verifierErr)
+	}
+	var waiting []string
+	for _, k := range keys {
+		if _, ok := r.loaded[k]; !ok {
+			waiting = append(waiting, fmt.Sprintf("%s/%d", k.Name, k.Generation))
+		}
+	}
+	r.waiting.Store(waiting)
+	r.ready.Store(len(waiting) == 0)
+	return nil
+}
+
+func (r *replica) readVerifier(ctx context.Context) (*signing.Verifier, error) {
+	var s corev1.Secret
+	name := signing.SecretName(r.opts.PolicyServer)
+	if err := r.api.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: name}, &s); err != nil {
+		return nil, fmt.Errorf("read signing Secret %s: %w", name, err)
+	}
+	return signing.NewVerifier(s.Data, r.opts.Clock.Now())
+}
+
+// load serves one revision: from the verified cache entry when there is one for this version,
+// otherwise compiled here from the module's source. Whatever fails is a condition, never an
+// exit.
+func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Verifier, verifierErr error) {
+	log := r.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
+	obj := client.ObjectKeyFromObject(rev.PolicyRevision)
+	fail := func(reason string, err error) {
+		log.Error(err, "revision not loaded; the generations already loaded keep serving", "reason", reason)
+		r.failed[rev.UID] = r.opts.Clock.Now()
+		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, reason, err.Error())
+		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+			log.Error(werr, "could not report the failure")
+		}
+	}
+
+	reason, message := ReasonLoaded, fmt.Sprintf("loaded from the signed cache entry %s/%s", r.cache.Version, rev.Status.CacheKey)
+	var (
+		wasm                   []byte
+		executionMode, entrypt string
+	)
+	err := verifierErr
+	var opened cache.Opened
+	if err == nil {
+		opened, err = r.cache.Open(rev.Status.CacheKey, verifier, r.privateDir)
+	}
+	switch {
+	case err == nil:
+		wasm, executionMode, entrypt = opened.Wasm, opened.Manifest.ExecutionMode, opened.Manifest.Entrypoint
+	case errors.Is(err, cache.ErrNotFound):
+		reason, message = ReasonCompiledLocally, fmt.Sprintf("no cache entry for version %s; compiled by this replica", r.cache.Version)
+	default:
+		// Refused: say so at once, then recover by compiling privately.
+		reason, message = ReasonCompiledPrivately, fmt.Sprintf("cache entry refused (%v); compiled by this replica", err)
+		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, ReasonSignatureInvalid, err.Error())
+		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+			log.Error(werr, "could not report the refused cache entry")
+		}
+		log.Error(err, "cache entry refused; compiling privately")
+	}
+	if wasm == nil {
+		src, err := prepare(ctx, rev, r.opts.Pull, r.privateDir)
+		if err != nil {
+			var se *stepError
+			errors.As(err, &se)
+			fail(se.reason, err)
+			return
+		}
+		if rev.Status.ModuleDigest != "" && src.ModuleDigest != rev.Status.ModuleDigest {
+			fail(ReasonPullError, fmt.Errorf("module %s is now %s, but the revision was initialized with %s", rev.spec.Module, src.ModuleDigest, rev.Status.ModuleDigest))
+			return
+		}
+		wasm, executionMode, entrypt = src.Wasm, src.ExecutionMode, src.Entrypoint
+	}
+	modPath := filepath.Join(r.privateDir, "modules", cache.Key(wasm)+".wasm")
+	if err := writeModule(modPath, wasm); err != nil {
+		fail(ReasonLoadError, err)
+		return
+	}
+	if err := r.server.LoadRevision(ctx, rev.key, rev.policyConfig(modPath, executionMode, entrypt)); err != nil {
+		fail(ReasonLoadError, err)
+		return
+	}
+	delete(r.failed, rev.UID)
+	c := rev.condition(kubewardenv1.ConditionReady, &r.number, true, reason, message)
+	r.loaded[rev.key] = served{uid: rev.UID, cond: c}
+	log.Info("revision loaded", "reason", reason)
+	if err := r.status.setConditions(ctx, obj, c); err != nil {
+		log.Error(err, "could not report Ready")
+	}
+}
+
+func writeModule(path string, wasm []byte) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil // named by its digest: same name, same bytes
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, wasm, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// serveReady answers /readyz: ready once every enabled, Initialized revision is loaded, which
+// is every generation a webhook can point at.
+func (r *replica) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if !r.ready.Load() {
+		waiting, _ := r.waiting.Load().([]string)
+		http.Error(w, fmt.Sprintf("revisions not loaded yet: %v", waiting), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+	for _, k := range r.server.Loaded() {
+		fmt.Fprintf(w, "%s/%d\n", k.Name, k.Generation)
+	}
+}
+
+func (r *replica) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", r.serveReady)
+	mux.Handle("/", r.server.Handler())
+	return mux
+}

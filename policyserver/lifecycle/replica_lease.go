@@ -1,0 +1,61 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ReplicaLeaseName is the Lease replica n renews so the controller can tell live replicas from
+// removed ones.
+func ReplicaLeaseName(policyServer string, n int) string {
+	return fmt.Sprintf("regent-policy-server-%s-replica-%d", policyServer, n)
+}
+
+// renewReplicaLease keeps the replica's Lease current until ctx is done.
+func renewReplicaLease(ctx context.Context, opts Options, kube kubernetes.Interface) {
+	t := time.NewTicker(opts.RetryPeriod)
+	defer t.Stop()
+	for {
+		if err := renewOnce(ctx, opts, kube); err != nil && ctx.Err() == nil {
+			opts.Logger.Error(err, "could not renew the replica Lease")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func renewOnce(ctx context.Context, opts Options, kube kubernetes.Interface) error {
+	leases := kube.CoordinationV1().Leases(opts.Namespace)
+	name := ReplicaLeaseName(opts.PolicyServer, opts.Replica)
+	holder := strconv.Itoa(opts.Replica)
+	seconds := int32(opts.LeaseDuration / time.Second)
+	now := metav1.NewMicroTime(opts.Clock.Now())
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.Namespace,
+				Labels: map[string]string{"regent.dev/policy-server": opts.PolicyServer}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder {
+		l.Spec.HolderIdentity, l.Spec.AcquireTime = &holder, &now
+	}
+	l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &seconds, &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,89 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/registry"
+)
+
+// Condition reasons written by the policy server.
+const (
+	ReasonInitialized      = "Initialized"
+	ReasonPullError        = "PullError"
+	ReasonCompileError     = "CompileError"
+	ReasonInvalidSettings  = "InvalidSettings"
+	ReasonSignError        = "SignError"
+	ReasonLoaded           = "Loaded"
+	ReasonSignatureInvalid = "SignatureInvalid"
+	// ReasonCompiledPrivately: the cache entry was refused (bad signature) and the replica
+	// compiled the module itself; it serves it.
+	ReasonCompiledPrivately = "CompiledPrivately"
+	// ReasonCompiledLocally: no entry for this replica's version (an upgrade in progress); the
+	// replica compiled the module itself and serves it.
+	ReasonCompiledLocally = "CompiledLocally"
+	ReasonLoadError       = "LoadError"
+)
+
+// revision is a PolicyRevision with its policy spec decoded.
+type revision struct {
+	*kubewardenv1.PolicyRevision
+	spec kubewardenv1.PolicySpec
+	key  registry.Key
+}
+
+func decodeRevision(r *kubewardenv1.PolicyRevision) (revision, error) {
+	var spec kubewardenv1.PolicySpec
+	if err := json.Unmarshal(r.Spec.Data.Raw, &spec); err != nil {
+		return revision{}, fmt.Errorf("revision %s: data is not a policy spec: %w", r.Name, err)
+	}
+	return revision{
+		PolicyRevision: r, spec: spec,
+		key: registry.Key{Name: r.Spec.ObjectReference.ServerPolicyName(), Generation: r.Spec.PolicyGeneration},
+	}, nil
+}
+
+// initialized tells whether the leader has prepared this generation.
+func (r revision) initialized() bool {
+	c := findCondition(r.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
+	return c != nil && c.Status == metav1.ConditionTrue && c.PolicyGeneration == r.Spec.PolicyGeneration && r.Status.CacheKey != ""
+}
+
+// policyConfig is what the server loads for this revision, with the module at modulePath.
+func (r revision) policyConfig(modulePath, executionMode, entrypoint string) policyserver.PolicyConfig {
+	pc := policyserver.PolicyConfig{
+		Module: modulePath, ExecutionMode: executionMode, Entrypoint: entrypoint,
+		Mode: policyserver.PolicyMode(r.spec.Mode), Mutating: r.spec.Mutating,
+	}
+	if r.spec.Settings != nil {
+		pc.Settings = r.spec.Settings.Raw
+	}
+	if r.spec.TimeoutSeconds != nil {
+		pc.TimeoutSeconds = int64(*r.spec.TimeoutSeconds)
+	}
+	return pc
+}
+
+func (r revision) condition(typ string, replica *int32, ok bool, reason, message string) kubewardenv1.PolicyCondition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return kubewardenv1.PolicyCondition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(message),
+		Replica: replica, PolicyGeneration: r.Spec.PolicyGeneration,
+	}
+}
+
+// truncate keeps a message readable in kubectl and within etcd's comfort.
+func truncate(s string) string {
+	const max = 4096
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}

@@ -1,0 +1,218 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/lifecycle/cache"
+	"regent.dev/regent/policyserver/lifecycle/pull"
+	"regent.dev/regent/policyserver/registry"
+)
+
+// Options configure a policy-server replica driven by PolicyRevisions.
+type Options struct {
+	// Config reaches the apiserver holding the revisions.
+	Config *rest.Config
+	// Namespace holds the revisions, the Leases and the signing Secret (default regent-system).
+	Namespace string
+	// PolicyServer is the PolicyServer this replica belongs to (default "default"); only its
+	// revisions (label kubewarden.io/policy-server) are served.
+	PolicyServer string
+	// Replica is this replica's number, reported on Ready conditions and its Lease.
+	Replica int
+	// SharedCache is the directory every replica shares (an RWX volume in a cluster).
+	SharedCache string
+	// Version names this build in the shared cache (default cache.DefaultVersion()).
+	Version string
+	// Server configures serving; Server.CacheDir is the replica's private compilation cache
+	// (default a directory under os.TempDir()). Server.PoliciesFile must be empty.
+	Server policyserver.Options
+	// Pull configures module pulls (CAs for https and registries).
+	Pull pull.Options
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (15s, 10s, 2s); the
+	// replica Lease lasts LeaseDuration and is renewed every RetryPeriod.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ResyncInterval is how often the replica and the leader look again without an event
+	// (default 30s); RetryInterval how long a failure waits before it is retried (default 30s).
+	ResyncInterval, RetryInterval time.Duration
+	Clock                         clock.Clock
+	Logger                        logr.Logger
+
+	// keepLeaseOnStop leaves the leader Lease held when ctx ends, as a crashed process would:
+	// tests use it to kill a leader.
+	keepLeaseOnStop bool
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Config == nil {
+		return o, errors.New("policy server lifecycle: no apiserver configuration")
+	}
+	if o.SharedCache == "" {
+		return o, errors.New("policy server lifecycle: a shared cache directory is required")
+	}
+	if o.Server.PoliciesFile != "" {
+		return o, errors.New("policy server lifecycle: policies come from PolicyRevisions, not a policies file")
+	}
+	if o.Replica < 0 {
+		return o, fmt.Errorf("policy server lifecycle: replica %d is negative", o.Replica)
+	}
+	if o.Namespace == "" {
+		o.Namespace = "regent-system"
+	}
+	if o.PolicyServer == "" {
+		o.PolicyServer = "default"
+	}
+	if o.Version == "" {
+		o.Version = cache.DefaultVersion()
+	}
+	if o.Server.CacheDir == "" {
+		o.Server.CacheDir = filepath.Join(os.TempDir(), fmt.Sprintf("regent-policy-server-%s-%d", o.PolicyServer, o.Replica))
+	}
+	defaultDuration(&o.LeaseDuration, 15*time.Second)
+	defaultDuration(&o.RenewDeadline, 10*time.Second)
+	defaultDuration(&o.RetryPeriod, 2*time.Second)
+	defaultDuration(&o.ResyncInterval, 30*time.Second)
+	defaultDuration(&o.RetryInterval, 30*time.Second)
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	o.Logger = o.Logger.WithValues("policyServer", o.PolicyServer, "replica", o.Replica)
+	o.Server.Logger = o.Logger
+	return o, nil
+}
+
+func defaultDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Run is one replica of a policy server: it serves admission requests over HTTPS for every
+// enabled, Initialized revision, reports Ready on each, renews its replica Lease, and
+// campaigns for the leader Lease, leading while it holds it. It returns when ctx is done, or
+// at once when it cannot start; no policy error makes it return.
+func Run(ctx context.Context, opts Options) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := os.MkdirAll(opts.Server.CacheDir, 0o755); err != nil {
+		return fmt.Errorf("policy server lifecycle: private cache: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	api, err := client.New(opts.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	informers, err := crcache.New(opts.Config, crcache.Options{
+		Scheme:            scheme.Scheme,
+		DefaultNamespaces: map[string]crcache.Config{opts.Namespace: {}},
+		ByObject: map[client.Object]crcache.ByObject{&kubewardenv1.PolicyRevision{}: {
+			Label: labels.SelectorFromSet(labels.Set{kubewardenv1.PolicyServerLabel: opts.PolicyServer}),
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	server, err := policyserver.NewServer(ctx, opts.Server)
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	defer server.Close(context.Background())
+
+	rep := &replica{
+		opts: opts, number: int32(opts.Replica), server: server, reader: informers, api: api,
+		status: statusWriter{client: api, clock: opts.Clock},
+		cache:  cache.Cache{Root: opts.SharedCache, Version: opts.Version}, privateDir: opts.Server.CacheDir,
+		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
+	}
+	ldr, err := newLeader(ctx, opts, informers, api)
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	defer ldr.engine.Close(context.Background())
+
+	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
+	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
+	inf, err := informers.GetInformer(ctx, &kubewardenv1.PolicyRevision{})
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) },
+	}); err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	// Every goroutine ends before Run returns, so nothing outlives the replica (or logs after it).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { _ = informers.Start(ctx) })
+	if !informers.WaitForCacheSync(ctx) {
+		return fmt.Errorf("policy server lifecycle: revisions never synced: %w", ctx.Err())
+	}
+
+	wg.Go(func() { renewReplicaLease(ctx, opts, kube) })
+	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
+	wg.Go(func() {
+		err := elect(ctx, opts, kube, func(ctx context.Context) {
+			nudge(leaderPokes)
+			loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
+		})
+		if err != nil {
+			opts.Logger.Error(err, "leader election stopped; this replica keeps serving")
+		}
+	})
+	return policyserver.ServeTLS(ctx, opts.Server, rep.handler())
+}
+
+// nudge asks a loop for a pass; pending requests coalesce into one.
+func nudge(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs sync now, on every nudge and every resync, until ctx is done.
+func loop(ctx context.Context, pokes <-chan struct{}, resync time.Duration, sync func(context.Context) error, log logr.Logger) {
+	t := time.NewTicker(resync)
+	defer t.Stop()
+	for {
+		if err := sync(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "sync failed; retrying on the next change or resync")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-pokes:
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package policyserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// ServeTLS serves h over HTTPS on opts.Listener (or opts.Addr) with the certificate in
+// opts.CertFile and opts.KeyFile, reloaded when they change, until ctx is done. It is Run's
+// serving half, for callers that drive a Server themselves (the PolicyRevision lifecycle).
+func ServeTLS(ctx context.Context, opts Options, h http.Handler) error {
+	opts = opts.withDefaults()
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return errors.New("policy server: a certificate and key file are required (admission webhooks are HTTPS only)")
+	}
+	certs, err := newCertReloader(opts.CertFile, opts.KeyFile)
+	if err != nil {
+		return fmt.Errorf("policy server: %w", err)
+	}
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
+			return fmt.Errorf("policy server: listen: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      35 * time.Second, // kube-apiserver gives a webhook at most 30s
+		IdleTimeout:       2 * time.Minute,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	opts.Logger.Info("policy server listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("policy server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
