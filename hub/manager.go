@@ -13,6 +13,7 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -61,7 +62,10 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		LeaderElectionID:        "regent-hub",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Managed fields are half of a replica's size and the hub never reads them.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:         map[client.Object]cache.ByObject{&policyv1.Policy{}: {Transform: trimPolicy}},
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub manager: %w", err)

@@ -1,10 +1,7 @@
 package propagator
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
@@ -92,9 +89,4 @@ func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
 		return ""
 	}
 	return rep.Status.ComplianceState
-}
-
-func rolloutConditionInvalid(generation int64, cause error) metav1.Condition {
-	return metav1.Condition{Type: rolloutCondition, Status: metav1.ConditionFalse, ObservedGeneration: generation,
-		Reason: "InvalidRolloutStrategy", Message: fmt.Sprintf("rollout not started: %v", cause)}
 }

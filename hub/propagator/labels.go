@@ -8,13 +8,14 @@ import (
 
 // OCM's labels on replicated policies; policy-collection tooling and the spoke rely on them.
 const (
-	frameworkPrefix    = "policy.open-cluster-management.io/"
-	RootPolicyLabel    = frameworkPrefix + "root-policy"
-	ClusterNameLabel   = frameworkPrefix + "cluster-name"
-	ClusterNSLabel     = frameworkPrefix + "cluster-namespace"
-	lastAppliedConfig  = "kubectl.kubernetes.io/last-applied-configuration"
-	rolloutCondition   = "Rollout"
-	overridesCondition = "BindingOverridesIgnored"
+	frameworkPrefix     = "policy.open-cluster-management.io/"
+	RootPolicyLabel     = frameworkPrefix + "root-policy"
+	ClusterNameLabel    = frameworkPrefix + "cluster-name"
+	ClusterNSLabel      = frameworkPrefix + "cluster-namespace"
+	lastAppliedConfig   = "kubectl.kubernetes.io/last-applied-configuration"
+	rolloutCondition    = "Rollout"
+	propagatedCondition = "Propagated"
+	overridesCondition  = "BindingOverridesIgnored"
 )
 
 // ReplicaName is the name of a root's replica in every cluster namespace: <namespace>.<name>.

@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
@@ -162,5 +165,29 @@ func TestPropagation_OrphanReplicaOfAMissingRootIsDeleted(t *testing.T) {
 	e.eventually("orphan deleted", func() (bool, string) {
 		err := e.c.Get(e.ctx, types.NamespacedName{Namespace: c1, Name: orphan.Name}, &policyv1.Policy{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+func TestPropagation_UnreadableDecisionIsSaidOnTheRoot(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.cluster("c1", nil)
+	e.startHub()
+	e.rootPolicy("p", policyv1.Inform, nil)
+	e.bind("b", "pl", policySubject("p"))
+	bad := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Name: "pl-decision-x", Namespace: e.ns,
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: "pl"}}}
+	e.create(bad)
+	e.eventually("Propagated condition", func() (bool, string) {
+		c := meta.FindStatusCondition(e.root("p").Status.Conditions, "Propagated")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "PlacementUnreadable", fmt.Sprintf("%+v", c)
+	})
+	if err := e.c.Delete(e.ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	e.decide("pl", 0, "", c1)
+	e.expectReplicas("p", c1)
+	e.eventually("Propagated condition", func() (bool, string) {
+		c := meta.FindStatusCondition(e.root("p").Status.Conditions, "Propagated")
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", c)
 	})
 }

@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -58,14 +60,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	in, err := r.read(ctx, root, replicas)
 	if err != nil {
-		r.Recorder.Eventf(root, nil, "Warning", "PropagationFailed", "Propagate", "%v", err)
-		return ctrl.Result{}, err
+		// For example a PlacementDecision without its group index: retried, and said on the root.
+		return ctrl.Result{}, errors.Join(err, r.reportProblem(ctx, root, "PlacementUnreadable", err))
 	}
 	plan, err := decide(r.Planner, in)
 	if err != nil {
 		// A bad strategy (unparsable deadline, maxFailures) is the user's to fix: say so on the
 		// root and wait for an edit rather than retrying.
-		return ctrl.Result{}, r.reportInvalid(ctx, root, err)
+		return ctrl.Result{}, r.reportProblem(ctx, root, "InvalidRolloutStrategy", err)
 	}
 	if err := r.writeRootStatus(ctx, root, plan); err != nil {
 		return ctrl.Result{}, err
@@ -118,6 +120,8 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	status.RolloutStatus = p.decision.Aggregate
 	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),
 		overridesConditionFor(root.Generation, p.overridesIgnored))
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: propagatedCondition, Status: metav1.ConditionTrue,
+		ObservedGeneration: root.Generation, Reason: "Propagated", Message: fmt.Sprintf("replicated to %d clusters", len(p.desired))})
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		return nil
 	}
@@ -149,15 +153,18 @@ func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStat
 	}
 }
 
-// reportInvalid puts an error the user must fix into the root's Rollout condition.
-func (r *Reconciler) reportInvalid(ctx context.Context, root *policyv1.Policy, cause error) error {
+// reportProblem says on the root, in its Propagated condition, why it is not propagated. The
+// Rollout condition is left alone: its observedGeneration marks which generation's rollout the
+// per-cluster records belong to, and no rollout step was taken.
+func (r *Reconciler) reportProblem(ctx context.Context, root *policyv1.Policy, reason string, cause error) error {
 	status := root.Status.DeepCopy()
-	meta.SetStatusCondition(&status.Conditions, rolloutConditionInvalid(root.Generation, cause))
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: propagatedCondition, Status: metav1.ConditionFalse,
+		ObservedGeneration: root.Generation, Reason: reason, Message: cause.Error()})
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		return nil
 	}
 	root.Status = *status
-	r.Recorder.Eventf(root, nil, "Warning", "InvalidRolloutStrategy", "Rollout", "%v", cause)
+	r.Recorder.Eventf(root, nil, "Warning", reason, "Propagate", "%v", cause)
 	if err := r.Client.Status().Update(ctx, root); err != nil {
 		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
 	}

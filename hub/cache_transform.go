@@ -1,0 +1,27 @@
+package hub
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/hub/propagator"
+)
+
+var stripManagedFields = cache.TransformStripManagedFields()
+
+// trimPolicy keeps in the cache only what the hub reads of a Policy. A replica's compliance
+// history (status.details, up to ten entries per template in OCM) is the spoke's report to humans;
+// the rollout reads only its aggregate compliance and evaluated generation, and a hub caches one
+// replica per cluster and root.
+func trimPolicy(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	if p, ok := obj.(*policyv1.Policy); ok {
+		if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
+			p.Status.Details = nil
+		}
+	}
+	return obj, nil
+}
