@@ -27,11 +27,8 @@ func liveReplicas(ps string, leases []coordinationv1.Lease, now time.Time) (map[
 			continue
 		}
 		n, ok := replicaNumber(l, prefix)
-		if !ok || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-			continue
-		}
-		expiry := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-		if !expiry.After(now) {
+		expiry := leaseExpiry(l)
+		if !ok || !expiry.After(now) {
 			continue
 		}
 		live[n] = true
@@ -40,6 +37,14 @@ func liveReplicas(ps string, leases []coordinationv1.Lease, now time.Time) (map[
 		}
 	}
 	return live, nextExpiry
+}
+
+// leaseExpiry is when the Lease stops being current unless renewed; zero when never renewed.
+func leaseExpiry(l coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 }
 
 // replicaNumber reads the replica from the Lease's holder, as the contract says, falling back to

@@ -37,7 +37,6 @@ type policyReconciler struct {
 	kind      policyKind
 	client    client.Client
 	reader    client.Reader // the manager's cache: policies, PolicyServers
-	apiReader client.Reader // webhook configurations, read rarely and not worth a cache
 	nsReader  client.Reader // the controller namespace's cache: revisions, Leases, Secrets
 	namespace string
 	opts      Options

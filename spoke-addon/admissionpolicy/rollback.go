@@ -43,8 +43,11 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 	}
 	target, cond := rollbackTarget(value, states)
 	if target == nil {
-		rollbacks.WithLabelValues("unknown_generation").Inc()
-		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
+		// Every reconcile comes here while the annotation stays; say it once per new answer.
+		if prev := findCondition(statusOf(obj).Conditions, conditionRollback, nil); prev == nil || prev.Message != cond.Message {
+			rollbacks.WithLabelValues("unknown_generation").Inc()
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
+		}
 		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
 		return false, cond, nil
 	}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -95,7 +96,7 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 		return fmt.Errorf("index %s by policy server: %w", k.kind, err)
 	}
 	r := &policyReconciler{
-		kind: k, client: mgr.GetClient(), reader: mgr.GetCache(), apiReader: mgr.GetAPIReader(),
+		kind: k, client: mgr.GetClient(), reader: mgr.GetCache(),
 		nsReader: nsCache, namespace: opts.Namespace, opts: opts, clock: opts.Clock,
 		recorder: mgr.GetEventRecorder(name),
 	}
@@ -105,7 +106,7 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 		WatchesRawSource(source.Kind[client.Object](nsCache, &kubewardenv1.PolicyRevision{},
 			handler.EnqueueRequestsFromMapFunc(r.onRevision))).
 		WatchesRawSource(source.Kind[client.Object](nsCache, &coordinationv1.Lease{},
-			handler.EnqueueRequestsFromMapFunc(r.onLease))).
+			handler.EnqueueRequestsFromMapFunc(r.onLease), livenessChanged(opts.Clock))).
 		WatchesMetadata(&admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.EnqueueRequestsFromMapFunc(r.onWebhook)).
 		WatchesMetadata(&admissionregistrationv1.MutatingWebhookConfiguration{}, handler.EnqueueRequestsFromMapFunc(r.onWebhook)).
 		Watches(&kubewardenv1.PolicyServer{}, handler.EnqueueRequestsFromMapFunc(r.onPolicyServer)).
@@ -140,6 +141,24 @@ var policyChanged = predicate.Funcs{
 			e.ObjectOld.GetAnnotations()[kubewardenv1.RollbackAnnotation] != e.ObjectNew.GetAnnotations()[kubewardenv1.RollbackAnnotation] ||
 			!e.ObjectNew.GetDeletionTimestamp().IsZero()
 	},
+}
+
+// livenessChanged drops the renewals of a live replica's Lease, which arrive every few seconds
+// per replica and change nothing; it keeps what can: a new or deleted Lease, a new holder or
+// duration, or a renewal after the Lease had expired (the replica came back).
+func livenessChanged(clk clock.PassiveClock) predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*coordinationv1.Lease)
+		n, okNew := e.ObjectNew.(*coordinationv1.Lease)
+		if !okOld || !okNew {
+			return true
+		}
+		if !equality.Semantic.DeepEqual(o.Spec.HolderIdentity, n.Spec.HolderIdentity) ||
+			!equality.Semantic.DeepEqual(o.Spec.LeaseDurationSeconds, n.Spec.LeaseDurationSeconds) {
+			return true
+		}
+		return !leaseExpiry(*o).After(clk.Now())
+	}}
 }
 
 // onRevision wakes the revision's policy when it is of this controller's kind.

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
@@ -18,6 +20,10 @@ import (
 // hashAnnotation holds a hash of the webhooks the controller wrote: the apiserver defaults fields
 // (rule scope, …), so comparing with what it returns would rewrite on every pass.
 const hashAnnotation = "regent.dev/webhook-hash"
+
+// generationAnnotation on a webhook configuration is the generation it calls, so a switch is
+// seen from metadata alone.
+const generationAnnotation = "regent.dev/serving-generation"
 
 // applyWebhooks points the policy's webhook configurations at generation, built from the spec
 // in that generation's revision (not the policy's newest spec: rules of an unready generation must
@@ -47,20 +53,15 @@ func (r *policyReconciler) applyWebhooks(ctx context.Context, obj client.Object,
 	name := webhookName(ref.ServerPolicyName())
 	meta := func(hash string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name,
-			Labels:      map[string]string{PolicyLabel: ref.ServerPolicyName(), kubewardenv1.PolicyServerLabel: ps},
-			Annotations: map[string]string{policyRefAnnotation: policyRef(ref), hashAnnotation: hash}}
+			Labels: map[string]string{PolicyLabel: ref.ServerPolicyName(), kubewardenv1.PolicyServerLabel: ps},
+			Annotations: map[string]string{policyRefAnnotation: policyRef(ref), hashAnnotation: hash,
+				generationAnnotation: strconv.FormatInt(generation, 10)}}
 	}
 
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{parts.validating()}}
 	validating.ObjectMeta = meta(hashOf(validating.Webhooks))
-	existing := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	switched, err := r.put(ctx, validating, existing, func() int64 {
-		if len(existing.Webhooks) == 0 {
-			return 0
-		}
-		return servedGeneration(existing.Webhooks[0].ClientConfig)
-	}, generation)
+	switched, err := r.put(ctx, validating)
 	if err != nil {
 		return false, err
 	}
@@ -72,33 +73,38 @@ func (r *policyReconciler) applyWebhooks(ctx context.Context, obj client.Object,
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		Webhooks: []admissionregistrationv1.MutatingWebhook{parts.mutating()}}
 	mutating.ObjectMeta = meta(hashOf(mutating.Webhooks))
-	existingM := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	_, err = r.put(ctx, mutating, existingM, func() int64 { return 0 }, generation)
+	_, err = r.put(ctx, mutating)
 	return switched, err
 }
 
-// put creates desired or replaces existing when its hash differs; it reports whether the
-// generation the configuration serves changed.
-func (r *policyReconciler) put(ctx context.Context, desired, existing client.Object, served func() int64, generation int64) (bool, error) {
-	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+// put creates desired or replaces the existing configuration when its hash differs; it reports
+// whether the generation it calls changed. The existing one is read from the metadata cache the
+// controller's watch keeps, so a reconcile that changes nothing calls no API.
+func (r *policyReconciler) put(ctx context.Context, desired client.Object) (bool, error) {
+	existing := &metav1.PartialObjectMetadata{}
+	gvk, err := apiutil.GVKForObject(desired, r.client.Scheme())
+	if err != nil {
+		return false, err
+	}
+	existing.SetGroupVersionKind(gvk)
+	err = r.reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
 		if err := r.client.Create(ctx, desired); err != nil {
-			return false, fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
+			return false, fmt.Errorf("create %s %s: %w", gvk.Kind, desired.GetName(), err)
 		}
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %T %s: %w", desired, desired.GetName(), err)
+		return false, fmt.Errorf("read %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
-	if existing.GetAnnotations()[hashAnnotation] == desired.GetAnnotations()[hashAnnotation] {
+	if existing.Annotations[hashAnnotation] == desired.GetAnnotations()[hashAnnotation] {
 		return false, nil
 	}
-	before := served()
-	desired.SetResourceVersion(existing.GetResourceVersion())
+	desired.SetResourceVersion(existing.ResourceVersion)
 	if err := r.client.Update(ctx, desired); err != nil {
-		return false, fmt.Errorf("update %T %s: %w", desired, desired.GetName(), err)
+		return false, fmt.Errorf("update %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
-	return before != generation, nil
+	return existing.Annotations[generationAnnotation] != desired.GetAnnotations()[generationAnnotation], nil
 }
 
 // deleteWebhooks removes both of a policy's webhook configurations.

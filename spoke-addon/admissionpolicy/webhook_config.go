@@ -138,23 +138,3 @@ func (p webhookParts) mutating() admissionregistrationv1.MutatingWebhook {
 		ReinvocationPolicy: &never,
 	}
 }
-
-// servedGeneration reads the generation a webhook's client config points at, 0 when none.
-func servedGeneration(cc admissionregistrationv1.WebhookClientConfig) int64 {
-	var path string
-	switch {
-	case cc.URL != nil:
-		path = *cc.URL
-	case cc.Service != nil && cc.Service.Path != nil:
-		path = *cc.Service.Path
-	}
-	i := strings.LastIndex(path, "/")
-	var g int64
-	if i < 0 {
-		return 0
-	}
-	if _, err := fmt.Sscan(path[i+1:], &g); err != nil {
-		return 0
-	}
-	return g
-}
