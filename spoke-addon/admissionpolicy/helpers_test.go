@@ -32,7 +32,7 @@ var testCA = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE----
 
 // startController runs the controllers against cfg until the test ends, webhooks pointing at
 // a local URL as in a local fleet, and returns a client with strict field validation.
-func startController(t testing.TB, cfg *rest.Config) client.Client {
+func startController(t testing.TB, cfg *rest.Config, tweaks ...func(*Options)) client.Client {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	skip := true
@@ -44,12 +44,15 @@ func startController(t testing.TB, cfg *rest.Config) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = SetupWithManager(mgr, Options{
+	opts := Options{
 		Namespace:  testNamespace,
 		WebhookURL: func(ps string) string { return "https://127.0.0.1:9443/" + ps },
 		CABundle:   func(context.Context, string) ([]byte, error) { return testCA, nil },
-	})
-	if err != nil {
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	if err := SetupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

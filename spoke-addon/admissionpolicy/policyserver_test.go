@@ -1,12 +1,14 @@
 package admissionpolicy
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"slices"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +20,8 @@ import (
 
 func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) {
 	hub := fleettest.Hub(t)
-	c := startController(t, hub.Config)
+	// In-cluster configuration: webhooks call the Service, trusting the serving Secret's CA.
+	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()
 	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: kubewardenv1.PolicyServerSpec{Image: "regent:dev", Replicas: 3, ServiceAccountName: "policy-server"}}
@@ -84,6 +87,21 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != ps.UID {
 			t.Errorf("%T %s owners = %v, want the PolicyServer", o, o.GetName(), refs)
 		}
+	}
+
+	liveLeases(t, c, "default", 0)
+	if err := c.Create(ctx, clusterPolicy("in-cluster", "default")); err != nil {
+		t.Fatal(err)
+	}
+	report(t, c, "clusterwide-in-cluster-g1", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
+	w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	eventually(t, "webhook configuration", func() bool {
+		return c.Get(ctx, client.ObjectKey{Name: webhookName("clusterwide-in-cluster")}, w) == nil
+	})
+	cc := w.Webhooks[0].ClientConfig
+	if cc.Service == nil || cc.Service.Name != "regent-policy-server-default" || cc.Service.Namespace != testNamespace ||
+		*cc.Service.Path != "/validate/clusterwide-in-cluster/1" || !bytes.Equal(cc.CABundle, serving.Data["ca.crt"]) {
+		t.Errorf("client config = %+v, want the Service with the serving Secret's CA", cc)
 	}
 
 	update(t, c, ps, func() { ps.Spec.Replicas = 2 })
