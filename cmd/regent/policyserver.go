@@ -1,28 +1,86 @@
 package main
 
 import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/lifecycle"
 )
 
 func newPolicyServerCommand() *cobra.Command {
 	var opts policyserver.Options
+	var lc lifecycle.Options
+	var useLifecycle, replicaFromHostname bool
+	var kubeconfig, pullCA string
 	cmd := &cobra.Command{
 		Use:   "policy-server",
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
+		Long: "Without --lifecycle the policies come from --policies, a Kubewarden policies.yml. With --lifecycle they\n" +
+			"come from the PolicyRevisions of --policy-server: the replica holding the Lease pulls, precompiles,\n" +
+			"validates and signs them into --shared-cache, and every replica loads them and reports Ready.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = ctrl.Log.WithName("policy-server")
-			return policyserver.Run(cmd.Context(), opts)
+			if !useLifecycle {
+				return policyserver.Run(cmd.Context(), opts)
+			}
+			cfg, err := loadConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			if replicaFromHostname {
+				if lc.Replica, err = replicaOrdinal(); err != nil {
+					return err
+				}
+			}
+			if pullCA != "" {
+				pem, err := os.ReadFile(pullCA)
+				if err != nil {
+					return fmt.Errorf("--pull-ca: %w", err)
+				}
+				lc.Pull.CAs = x509.NewCertPool()
+				if !lc.Pull.CAs.AppendCertsFromPEM(pem) {
+					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
+				}
+			}
+			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
+			return lifecycle.Run(cmd.Context(), lc)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Addr, "addr", ":8443", "HTTPS listen address")
 	f.StringVar(&opts.CertFile, "cert-file", "", "serving certificate (reloaded when it changes)")
 	f.StringVar(&opts.KeyFile, "key-file", "", "serving key")
-	f.StringVar(&opts.PoliciesFile, "policies", "", "policies configuration file (applied live when it changes)")
-	f.StringVar(&opts.CacheDir, "cache-dir", "", "compilation cache folder, kept across restarts")
+	f.StringVar(&opts.PoliciesFile, "policies", "", "policies configuration file (applied live when it changes); not with --lifecycle")
+	f.StringVar(&opts.CacheDir, "cache-dir", "", "compilation cache folder, kept across restarts (with --lifecycle: the replica's private cache)")
 	f.IntVar(&opts.Workers, "workers", 0, "evaluations at once (default: cores)")
+	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig for --lifecycle (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	f.StringVar(&lc.PolicyServer, "policy-server", "default", "PolicyServer whose revisions this replica serves")
+	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
+	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")
+	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
+	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder every replica shares (ReadWriteMany volume)")
+	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls")
 	return cmd
+}
+
+// replicaOrdinal reads a StatefulSet pod's ordinal from its hostname.
+func replicaOrdinal() (int, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(host, '-')
+	n, err := strconv.Atoi(host[i+1:])
+	if i < 0 || err != nil {
+		return 0, fmt.Errorf("hostname %q is not a StatefulSet pod's <name>-<ordinal>", host)
+	}
+	return n, nil
 }
