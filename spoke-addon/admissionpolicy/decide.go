@@ -138,6 +138,14 @@ func newestConditions(o observed, newest *revisionState) []kubewardenv1.PolicyCo
 	}
 	initialized.PolicyGeneration = newest.Generation
 	conds = append(conds, initialized)
+	if len(o.Live) == 0 {
+		// Without this a policy would sit in Pending with nothing saying why.
+		return append(conds, kubewardenv1.PolicyCondition{
+			Type: kubewardenv1.ConditionReady, Status: metav1.ConditionUnknown, Reason: "NoLiveReplicas",
+			Message:          "no policy-server replica holds a current Lease: is the PolicyServer running?",
+			PolicyGeneration: newest.Generation,
+		})
+	}
 	replicas := make([]int32, 0, len(o.Live))
 	for n := range o.Live {
 		replicas = append(replicas, n)

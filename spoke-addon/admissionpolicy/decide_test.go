@@ -70,9 +70,9 @@ func TestDecide(t *testing.T) {
 		wantServing: 2, wantPhase: kubewardenv1.PhaseActive,
 		wantReady: map[int32]metav1.ConditionStatus{0: "True", 1: "True"},
 	}, {
-		name:        "NoLiveReplica_NeverServes",
+		name:        "NoLiveReplica_NeverServesAndSaysWhy",
 		in:          observed{Generation: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...)}, Live: replicas()},
-		wantServing: 0, wantPhase: kubewardenv1.PhasePending, wantReady: map[int32]metav1.ConditionStatus{},
+		wantServing: 0, wantPhase: kubewardenv1.PhasePending, wantReady: map[int32]metav1.ConditionStatus{-1: "Unknown"},
 	}, {
 		name:        "InitializedFalse_FailedAndPreviousKeepsServing",
 		in:          observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...), rev(2, initialized(metav1.ConditionFalse, "PullError"))}, Live: replicas(0)},
@@ -133,9 +133,13 @@ func TestDecide(t *testing.T) {
 			got := map[int32]metav1.ConditionStatus{}
 			for _, c := range d.Status.Conditions {
 				if c.Type == kubewardenv1.ConditionReady {
-					got[*c.Replica] = c.Status
+					n := int32(-1) // the policy-wide Ready of no live replica
+					if c.Replica != nil {
+						n = *c.Replica
+					}
+					got[n] = c.Status
 					if c.PolicyGeneration != tt.in.Generation {
-						t.Errorf("Ready of replica %d is about generation %d, want %d", *c.Replica, c.PolicyGeneration, tt.in.Generation)
+						t.Errorf("Ready of replica %d is about generation %d, want %d", n, c.PolicyGeneration, tt.in.Generation)
 					}
 				}
 			}

@@ -168,7 +168,7 @@ func waitForPolicy(t testing.TB, c client.Client, name, what string, cond func(*
 func readyReplicas(st kubewardenv1.PolicyStatus, status metav1.ConditionStatus) string {
 	var out []string
 	for _, c := range st.Conditions {
-		if c.Type == kubewardenv1.ConditionReady && c.Status == status {
+		if c.Type == kubewardenv1.ConditionReady && c.Status == status && c.Replica != nil {
 			out = append(out, fmt.Sprint(*c.Replica))
 		}
 	}
