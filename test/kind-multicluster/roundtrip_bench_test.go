@@ -49,7 +49,7 @@ spec: {clusterSet: e2e}`, placementYAML)
 	}
 	waitEvaluated(1)
 	for b.Loop() {
-		var lat []time.Duration
+		var lat, prop []time.Duration
 		for i := 1; i <= 100; i++ {
 			root := &policyv1.Policy{}
 			start := time.Now()
@@ -74,12 +74,16 @@ spec: {clusterSet: e2e}`, placementYAML)
 				}
 				time.Sleep(time.Millisecond)
 			}
+			propagated := time.Since(start)
 			waitEvaluated(replica.Generation)
 			lat = append(lat, time.Since(start))
+			prop = append(prop, propagated)
 		}
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[49].Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(lat[98].Milliseconds()), "p99-ms")
+		slices.Sort(prop)
+		b.ReportMetric(float64(prop[49].Milliseconds()), "hub-propagation-p50-ms")
 	}
 	b.ReportMetric(float64(rssKiB(e.addons["cluster1"].PID()))/1024, "addon-MiB-RSS")
 	b.ReportMetric(float64(rssKiB(e.hubPID))/1024, "hub-MiB-RSS")
