@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/internal/selfsigned"
+	"regent.dev/regent/policyserver/selfsigned"
 	"regent.dev/regent/policyserver/registry"
 )
 

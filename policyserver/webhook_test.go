@@ -16,7 +16,7 @@ import (
 
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/internal/selfsigned"
+	"regent.dev/regent/policyserver/selfsigned"
 )
 
 // TestWebhook_KubeAPIServerCallsThePolicyServer registers the policy server with a real

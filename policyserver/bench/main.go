@@ -16,7 +16,7 @@ import (
 
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/internal/selfsigned"
+	"regent.dev/regent/policyserver/selfsigned"
 )
 
 func main() {

@@ -27,7 +27,7 @@ import (
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/internal/selfsigned"
+	"regent.dev/regent/policyserver/selfsigned"
 	"regent.dev/regent/policyserver/lifecycle/signing"
 )
 
