@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/specsync"
 	"regent.dev/regent/spoke-addon/statussync"
@@ -45,6 +46,9 @@ type Options struct {
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
+	// Admission configures the admission policy controller (ClusterAdmissionPolicy,
+	// AdmissionPolicy, PolicyServer → PolicyRevisions, webhooks, policy-server workloads).
+	Admission admissionpolicy.Options
 	// Controllers adds controllers that run beside the built-in ones (the ConfigurationPolicy
 	// controller, admission policy controllers).
 	Controllers []func(ctrl.Manager) error
@@ -95,6 +99,10 @@ func New(opts Options) (manager.Manager, error) {
 				SetupWithManager(mgr, hub, opts.ClusterName)
 		},
 	}
+	if opts.Admission.Namespace == "" {
+		opts.Admission.Namespace = admissionpolicy.DefaultNamespace
+	}
+	setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
 	if !opts.ExternalConfigPolicy {
 		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
 	}
@@ -112,7 +120,7 @@ func New(opts Options) (manager.Manager, error) {
 	}
 	// The cluster namespace holds the policy copies and their templates; the install namespace the
 	// Lease. OCM's agent creates both on a real cluster; a bare one needs them here.
-	for _, ns := range []string{opts.ClusterName, opts.InstallNamespace} {
+	for _, ns := range []string{opts.ClusterName, opts.InstallNamespace, opts.Admission.Namespace} {
 		if err := ensureNamespace(context.Background(), kube, ns); err != nil {
 			return nil, err
 		}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+	"os"
+
 	"github.com/spf13/cobra"
 
 	spokeaddon "regent.dev/regent/spoke-addon"
+	"regent.dev/regent/spoke-addon/admissionpolicy"
 )
 
 func newSpokeAddonCommand() *cobra.Command {
 	var opts spokeaddon.Options
-	var hubKubeconfig, kubeconfig string
+	var hubKubeconfig, kubeconfig, policyServerURL, policyServerCA string
 	cmd := &cobra.Command{
 		Use:   "spoke-addon",
 		Short: "Run the addon on a managed cluster: policy sync, templates, ConfigurationPolicy, status",
@@ -22,6 +26,12 @@ func newSpokeAddonCommand() *cobra.Command {
 				return err
 			}
 			opts.Hub, opts.Local = hubCfg, localCfg
+			if policyServerURL != "" {
+				opts.Admission.WebhookURL = func(string) string { return policyServerURL }
+			}
+			if policyServerCA != "" {
+				opts.Admission.CABundle = func(context.Context, string) ([]byte, error) { return os.ReadFile(policyServerCA) }
+			}
 			return spokeaddon.Run(cmd.Context(), opts)
 		},
 	}
@@ -31,6 +41,9 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.ClusterName, "cluster-name", "", "this managed cluster's name (required)")
 	f.StringVar(&opts.InstallNamespace, "install-namespace", spokeaddon.DefaultInstallNamespace, "namespace of the addon's Lease")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
+	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
+	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")
 	_ = cmd.MarkFlagRequired("hub-kubeconfig")
 	_ = cmd.MarkFlagRequired("cluster-name")
 	return cmd

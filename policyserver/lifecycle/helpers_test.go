@@ -27,8 +27,8 @@ import (
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/selfsigned"
 	"regent.dev/regent/policyserver/lifecycle/signing"
+	"regent.dev/regent/policyserver/selfsigned"
 )
 
 const testNamespace = "regent-system"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,9 @@ type leader struct {
 	engine     *engine.Engine
 	privateDir string
 	log        logr.Logger
+	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
+	// signed are retried at once instead of after RetryInterval.
+	keysChanged atomic.Bool
 }
 
 // sync prepares every enabled revision that needs it, then removes cache entries no enabled
@@ -43,6 +47,7 @@ func (l *leader) sync(ctx context.Context) error {
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	keep := map[string]bool{}
 	var keys signingKeys
+	retrySigning := l.keysChanged.Swap(false)
 	for i := range list.Items {
 		rev, err := decodeRevision(&list.Items[i])
 		if err != nil {
@@ -55,7 +60,7 @@ func (l *leader) sync(ctx context.Context) error {
 		if rev.Status.CacheKey != "" {
 			keep[rev.Status.CacheKey] = true
 		}
-		if !l.needsInit(rev) {
+		if !l.needsInit(rev, retrySigning) {
 			continue
 		}
 		if keys.err == nil && keys.signer == nil {
@@ -74,7 +79,7 @@ func (l *leader) sync(ctx context.Context) error {
 
 // needsInit: not yet tried for this generation, or failed for a reason that may pass (a
 // registry down, a Secret not yet issued) and not retried for RetryInterval.
-func (l *leader) needsInit(rev revision) bool {
+func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 	c := findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
 	if c == nil || c.PolicyGeneration != rev.Spec.PolicyGeneration || c.Status == metav1.ConditionUnknown {
 		return true
@@ -83,7 +88,9 @@ func (l *leader) needsInit(rev revision) bool {
 		return rev.Status.CacheKey == ""
 	}
 	switch c.Reason {
-	case ReasonPullError, ReasonSignError:
+	case ReasonSignError:
+		return retrySigning || l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
+	case ReasonPullError:
 		return l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
 	}
 	return false // a bad module or bad settings stay bad: the policy needs a new generation

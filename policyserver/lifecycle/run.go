@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +26,7 @@ import (
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/lifecycle/cache"
 	"regent.dev/regent/policyserver/lifecycle/pull"
+	"regent.dev/regent/policyserver/lifecycle/signing"
 	"regent.dev/regent/policyserver/registry"
 )
 
@@ -133,9 +136,14 @@ func Run(ctx context.Context, opts Options) error {
 	informers, err := crcache.New(opts.Config, crcache.Options{
 		Scheme:            scheme.Scheme,
 		DefaultNamespaces: map[string]crcache.Config{opts.Namespace: {}},
-		ByObject: map[client.Object]crcache.ByObject{&kubewardenv1.PolicyRevision{}: {
-			Label: labels.SelectorFromSet(labels.Set{kubewardenv1.PolicyServerLabel: opts.PolicyServer}),
-		}},
+		ByObject: map[client.Object]crcache.ByObject{
+			&kubewardenv1.PolicyRevision{}: {
+				Label: labels.SelectorFromSet(labels.Set{kubewardenv1.PolicyServerLabel: opts.PolicyServer}),
+			},
+			// Only this server's signing Secret: its arrival is what unblocks a leader that
+			// started before the controller issued it.
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", signing.SecretName(opts.PolicyServer))},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
@@ -166,6 +174,16 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) },
+	}); err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	secrets, err := informers.GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	keysChanged := func(any) { ldr.keysChanged.Store(true); poke(nil) }
+	if _, err := secrets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: keysChanged, UpdateFunc: func(_, o any) { keysChanged(o) },
 	}); err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}

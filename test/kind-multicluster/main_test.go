@@ -17,6 +17,7 @@ import (
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/quickstart"
 	spokeaddon "regent.dev/regent/spoke-addon"
 )
 
@@ -42,19 +43,28 @@ func TestMain(m *testing.M) {
 
 // env is a running fleet with Regent deployed on it.
 type env struct {
-	fleet  *fleet.Fleet
-	hub    client.Client
-	local  map[string]client.Client
-	addons map[string]*fleet.Process
-	hubPID int
+	fleet         *fleet.Fleet
+	hub           client.Client
+	local         map[string]client.Client
+	addons        map[string]*fleet.Process
+	policyServers map[string]*quickstart.LocalPolicyServer
+	hubPID        int
 }
 
 // deploy starts a hub and the given managed clusters, OCM's placement controller, `regent hub`
 // and a `regent spoke-addon` per cluster with its production hub identity.
 func deploy(t testing.TB, clusters ...fleet.ClusterSpec) *env {
 	t.Helper()
+	return deployWithPolicyServers(t, 0, clusters...)
+}
+
+// deployWithPolicyServers also runs, on every cluster, PolicyServer "default" with the given
+// number of replicas as processes, and points the addon's webhooks at them.
+func deployWithPolicyServers(t testing.TB, replicas int, clusters ...fleet.ClusterSpec) *env {
+	t.Helper()
 	f := fleettest.Start(t, fleet.Options{Managed: clusters})
-	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}, addons: map[string]*fleet.Process{}}
+	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}, addons: map[string]*fleet.Process{},
+		policyServers: map[string]*quickstart.LocalPolicyServer{}}
 	if _, err := f.StartPlacementController(""); err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +82,18 @@ func deploy(t testing.TB, clusters ...fleet.ClusterSpec) *env {
 		if err := fleet.WriteKubeconfig(path, identity); err != nil {
 			t.Fatal(err)
 		}
-		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, regentBin, "spoke-addon", "--hub-kubeconfig", path,
-			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0")
+		args := []string{"spoke-addon", "--hub-kubeconfig", path,
+			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0"}
+		if replicas > 0 {
+			ps, err := quickstart.StartPolicyServer(context.Background(), f, c, regentBin, replicas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ps.Close() })
+			e.policyServers[c.Name] = ps
+			args = append(args, "--policy-server-url", ps.URL, "--policy-server-ca", ps.CAFile)
+		}
+		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, regentBin, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,6 +148,9 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string))
 
 func dumpLogs(t testing.TB, f *fleet.Fleet) {
 	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "regent-*.log"))
+	if len(logs) > 4 {
+		t.Logf("logs of %d processes in %s", len(logs), filepath.Join(f.Dir, "logs"))
+	}
 	for _, l := range logs {
 		data, _ := os.ReadFile(l)
 		if len(data) > 4000 {

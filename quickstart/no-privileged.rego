@@ -1,0 +1,31 @@
+# The quickstart's admission policy, in Kubewarden's OPA contract (policy/main evaluates to an
+# AdmissionReview): pods may not run privileged containers.
+package policy
+
+default uid := ""
+
+uid := input.request.uid
+
+containers contains c if some c in input.request.object.spec.containers
+
+containers contains c if some c in input.request.object.spec.initContainers
+
+deny contains msg if {
+	some c in containers
+	c.securityContext.privileged == true
+	msg := sprintf("container %s is privileged, which this fleet does not allow", [c.name])
+}
+
+default response := {"allowed": true}
+
+response := {
+	"uid": uid,
+	"allowed": false,
+	"status": {"code": 403, "message": concat("; ", sort(deny))},
+} if count(deny) > 0
+
+main := {
+	"apiVersion": "admission.k8s.io/v1",
+	"kind": "AdmissionReview",
+	"response": response,
+}
