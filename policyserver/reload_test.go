@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"regent.dev/regent/policyserver/internal/guests"
-	"regent.dev/regent/policyserver/selfsigned"
 	"regent.dev/regent/policyserver/registry"
+	"regent.dev/regent/policyserver/selfsigned"
 )
 
 // TestServer_ReplaceAndRemoveDuringLoad keeps requests flowing while the policies file flips a

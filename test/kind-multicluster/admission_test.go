@@ -62,7 +62,9 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("package policy\n\nthis is not rego\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	settings := func(v int) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"version": %d}`, v))} }
+	settings := func(v int) *runtime.RawExtension {
+		return &runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"version": %d}`, v))}
+	}
 	fail := admissionregistrationv1.Fail
 	policy := &kubewardenv1.ClusterAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-latest"},
