@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ import (
 	"regent.dev/regent/hub"
 	"regent.dev/regent/hub/propagator"
 )
+
+var runs atomic.Int64
 
 var testScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -56,11 +59,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unique per run, so -count=N and leftovers of an earlier run never meet.
 	ns := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
-	if len(ns) > 50 {
-		ns = ns[len(ns)-50:]
+	if len(ns) > 44 {
+		ns = ns[len(ns)-44:]
 	}
-	ns = strings.Trim(ns, "-")
+	ns = fmt.Sprintf("%s-%d", strings.Trim(ns, "-"), runs.Add(1))
 	e := &env{t: t, ctx: ctx, c: c, ns: ns}
 	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	t.Cleanup(e.stopHub)
