@@ -137,7 +137,7 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 
 // announce records an Event for each step of the rollout the status write just made official.
 func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStatus, d rollout.Decision) {
-	if len(d.Started) > 0 && before.RolloutStatus != "" {
+	if len(d.Started) > 0 {
 		r.Recorder.Eventf(root, nil, "Normal", "RolloutStarted", "Enforce", "enforcing on %s", names(d.Started))
 	}
 	if len(d.TimedOut) > 0 {
