@@ -1,6 +1,7 @@
 package propagator_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,16 @@ func (e *env) startPlacementController() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// Its health and metrics endpoint defaults to :8443, which another fleet on the machine may
+	// hold; library-go cannot serve on port 0, so a free port is picked here.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
 	cmd := exec.CommandContext(e.ctx, bin, "controller", "--kubeconfig", hubCluster.Kubeconfig,
-		"--disable-leader-election", "--namespace", e.ns)
+		"--disable-leader-election", "--namespace", e.ns, "--listen", addr)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start placement controller: %v", err)
