@@ -22,6 +22,9 @@ var Clusters = []fleet.ClusterSpec{
 	{Name: "cluster3", Labels: map[string]string{"environment": "prod", "region": "apac"}},
 }
 
+// PolicyServerReplicas is how many policy-server replicas each managed cluster runs.
+const PolicyServerReplicas = 2
+
 // Options configure a quickstart run.
 type Options struct {
 	// BinDir holds the fleet's binaries; fleet.DefaultBinDir when empty.
@@ -64,7 +67,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := applySample(ctx, f.Hub.Config); err != nil {
+	if err := applySample(ctx, f.Hub.Config, f.Dir); err != nil {
 		return err
 	}
 	printGuide(opts.Out, f, opts.BinDir)
@@ -72,7 +75,8 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // startRegent runs, as the separate processes a real deployment has, OCM's placement controller,
-// Regent's hub, and one spoke addon per managed cluster with its own hub identity.
+// Regent's hub, and on each managed cluster a spoke addon with its own hub identity and a
+// two-replica policy server.
 func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.Process, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -96,8 +100,14 @@ func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.P
 		if err := fleet.WriteKubeconfig(hubKubeconfig, identity); err != nil {
 			return nil, err
 		}
+		ps, err := StartPolicyServer(ctx, f, c, self, PolicyServerReplicas)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, ps.Replicas...)
 		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, self, "spoke-addon", "--hub-kubeconfig", hubKubeconfig,
-			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0")
+			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0",
+			"--policy-server-url", ps.URL, "--policy-server-ca", ps.CAFile)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +174,14 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	fmt.Fprintf(out, "  %s --kubeconfig %s get managedclusters --show-labels\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get placementdecisions -n policies --show-labels\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get configurationpolicies -A\n", kubectl, f.Managed[0].Kubeconfig)
+	fmt.Fprintf(out, "  %s --kubeconfig %s get clusteradmissionpolicies,policyrevisions -A\n", kubectl, f.Managed[0].Kubeconfig)
+	fmt.Fprintf(out, "  %s --kubeconfig %s get plc no-privileged-pods -n policies -o jsonpath='{.status.status}'\n", kubectl, f.Hub.Kubeconfig)
+	fmt.Fprintf(out, "\npolicies/no-privileged-pods puts a ClusterAdmissionPolicy on every cluster, served by two\n"+
+		"policy-server replicas each; a privileged pod is rejected:\n")
+	fmt.Fprintf(out, "  %s --kubeconfig %s run privileged --image=nginx:1.27 --privileged\n", kubectl, f.Managed[0].Kubeconfig)
+	fmt.Fprintf(out, "and the hub shows, per cluster, which replicas serve the policy:\n")
+	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -n %s policies.no-privileged-pods -o jsonpath='{.status.details[0].history[0].message}'\n",
+		kubectl, f.Hub.Kubeconfig, f.Managed[0].Name)
 	fmt.Fprintf(out, "\nlogs of Regent's processes and OCM's placement controller: %s\n", filepath.Join(f.Dir, "logs"))
 	fmt.Fprintf(out, "logs of every apiserver, etcd and controller manager: %s\n", filepath.Join(f.Dir, "<cluster>", "logs"))
 	fmt.Fprintf(out, "press Ctrl-C to stop and clean up\n")

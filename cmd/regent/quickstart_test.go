@@ -85,8 +85,8 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 			t.Log(scanner.Text())
 		}
 	}()
-	if len(kubeconfigs) != 4 || len(tries) != 3 || fleetDir == "" {
-		t.Fatalf("quickstart printed kubeconfigs %v, %d kubectl lines, fleet folder %q; want 4, 3 and a folder", kubeconfigs, len(tries), fleetDir)
+	if len(kubeconfigs) != 4 || len(tries) != 7 || fleetDir == "" {
+		t.Fatalf("quickstart printed kubeconfigs %v, %d kubectl lines, fleet folder %q; want 4, 7 and a folder", kubeconfigs, len(tries), fleetDir)
 	}
 
 	ctx := context.Background()
@@ -109,13 +109,6 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 			}
 		}
 	}
-	for _, line := range tries {
-		fields := strings.Fields(line)
-		if out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput(); err != nil {
-			t.Errorf("%s: %v\n%s", line, err, out)
-		}
-	}
-
 	// The sample policy rolls out to every cluster, dev first, through the real hub, placement
 	// controller, spoke addons and ConfigurationPolicy controller.
 	hubCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigs["hub"])
@@ -146,6 +139,42 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 		c, _ := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 		if err := c.Get(ctx, types.NamespacedName{Name: "regent-sample"}, &corev1.Namespace{}); err != nil {
 			t.Errorf("%s: the sample policy's namespace: %v", name, err)
+		}
+	}
+
+	// The admission sample: every cluster's two policy-server replicas serve it, and the hub's
+	// view names each replica.
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		replica := &policyv1.Policy{}
+		err := hub.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: "policies.no-privileged-pods"}, replica)
+		msg := ""
+		if err == nil && len(replica.Status.Details) == 1 && len(replica.Status.Details[0].History) > 0 {
+			msg = replica.Status.Details[0].History[0].Message
+		}
+		if replica.Status.ComplianceState == policyv1.Compliant && strings.Contains(msg, "Ready on replica 0=True") &&
+			strings.Contains(msg, "Ready on replica 1=True") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no-privileged-pods not served on cluster1 as the hub sees it: %v %q", err, msg)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, line := range tries {
+		fields := strings.Fields(line)
+		for i, f := range fields { // the guide quotes jsonpath for a shell
+			fields[i] = strings.Trim(f, "'")
+		}
+		out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput()
+		if strings.Contains(line, "--privileged") {
+			if err == nil || !strings.Contains(string(out), "privileged, which this fleet does not allow") {
+				t.Errorf("%s: want the privileged pod rejected by the policy, got %v\n%s", line, err, out)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v\n%s", line, err, out)
 		}
 	}
 

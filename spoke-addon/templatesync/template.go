@@ -18,7 +18,7 @@ const (
 )
 
 // templateObject turns a policy template into the object to create: the objectDefinition with
-// the policy's remediationAction overriding its own, labelled for its policy, owned by it when
+// the policy's remediationAction overriding its own (OCM's policy kinds), labelled for its policy, owned by it when
 // both are namespaced (a cluster-scoped object cannot have a namespaced owner), and placed in the
 // cluster namespace when namespaced.
 func templateObject(p *policyv1.Policy, tmpl *policyv1.PolicyTemplate, namespaced bool) (*unstructured.Unstructured, error) {
@@ -29,7 +29,9 @@ func templateObject(p *policyv1.Policy, tmpl *policyv1.PolicyTemplate, namespace
 	if obj.GetKind() == "" || obj.GetName() == "" {
 		return nil, fmt.Errorf("template objectDefinition needs kind and metadata.name")
 	}
-	if p.Spec.RemediationAction != "" {
+	// Only OCM's policy kinds have a remediationAction; writing one into another kind (an
+	// admission policy) would be pruned and look like drift forever.
+	if p.Spec.RemediationAction != "" && obj.GroupVersionKind().Group == PolicyGroup {
 		if _, hasSpec := obj.Object["spec"].(map[string]any); hasSpec {
 			_ = unstructured.SetNestedField(obj.Object, string(p.Spec.RemediationAction), "spec", "remediationAction")
 		}
