@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -35,11 +36,29 @@ type leader struct {
 	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
 	// signed are retried at once instead of after RetryInterval.
 	keysChanged atomic.Bool
+
+	// mu is held by a pass and by close: leader election runs the leading callback on a
+	// goroutine of its own that can outlive Run, and a pass must never use a closed engine.
+	mu     sync.Mutex
+	closed bool
+}
+
+// close waits for a pass in progress (its context is already cancelled) and releases the engine.
+func (l *leader) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	_ = l.engine.Close(context.Background())
 }
 
 // sync prepares every enabled revision that needs it, then removes cache entries no enabled
 // revision uses.
 func (l *leader) sync(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
 	var list kubewardenv1.PolicyRevisionList
 	if err := l.reader.List(ctx, &list, client.InNamespace(l.opts.Namespace)); err != nil {
 		return fmt.Errorf("list revisions: %w", err)

@@ -164,7 +164,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
-	defer ldr.engine.Close(context.Background())
+	defer ldr.close()
 
 	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
