@@ -24,6 +24,7 @@ type input struct {
 type plan struct {
 	selection        selection
 	decision         rollout.Decision
+	groups           sdkv1beta1.ClusterGroupsMap
 	compliance       map[string]policyv1.ComplianceState
 	desired          map[string]*policyv1.PolicySpec
 	overridesIgnored bool
@@ -69,6 +70,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		return out, err
 	}
 	out.decision = d
+	out.groups = in.groups
 	for name, c := range d.Clusters {
 		spec := active(name)
 		if c.Status == policyv1.RolloutToApply {

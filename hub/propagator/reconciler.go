@@ -131,12 +131,24 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
 	}
 	writes.WithLabelValues("update", "policies/status").Inc()
-	r.announce(root, before, p.decision)
+	r.announce(root, before, p)
 	return nil
 }
 
 // announce records an Event for each step of the rollout the status write just made official.
-func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStatus, d rollout.Decision) {
+func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStatus, p plan) {
+	d := p.decision
+	// Group steps are the rollout's own steps only when it goes group by group.
+	var started, completed []string
+	if s := root.Spec.RolloutStrategy; s != nil && s.Type == clusterv1alpha1.ProgressivePerGroup {
+		started, completed = groupSteps(p.groups, before.Status, d)
+	}
+	for _, g := range completed {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupCompleted", "Rollout", "decision group %s: every cluster succeeded", g)
+	}
+	for _, g := range started {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupStarted", "Enforce", "decision group %s started", g)
+	}
 	if len(d.Started) > 0 {
 		r.Recorder.Eventf(root, nil, "Normal", "RolloutStarted", "Enforce", "enforcing on %s", names(d.Started))
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet"
@@ -97,6 +99,28 @@ spec: {clusterSet: e2e}`, placementYAML)
 				t.Errorf("%s: namespace the policy enforces: %v", name, err)
 			}
 		}
+		// The root's Events tell the rollout group by group.
+		eventually(t, 30*time.Second, func() (bool, string) {
+			events := &eventsv1.EventList{}
+			if err := e.hub.List(context.Background(), events, client.InNamespace("policies")); err != nil {
+				return false, err.Error()
+			}
+			var seen, other []string
+			for _, ev := range events.Items {
+				other = append(other, ev.Regarding.Kind+"/"+ev.Regarding.Name+" "+ev.Reason)
+				if ev.Regarding.Name == "rollout" {
+					seen = append(seen, ev.Reason+": "+ev.Note)
+				}
+			}
+			all := strings.Join(seen, "\n")
+			for _, want := range []string{`RolloutGroupStarted: decision group "dev"`, `RolloutGroupCompleted: decision group "dev"`,
+				`RolloutGroupStarted: decision group "prod"`, `RolloutGroupCompleted: decision group "prod"`, "RolloutSucceeded"} {
+				if !strings.Contains(all, want) {
+					return false, fmt.Sprintf("no %q among the root's events:\n%s\n(events in the namespace: %v)", want, all, other)
+				}
+			}
+			return true, ""
+		})
 	})
 
 	t.Run("NonCompliantClusterStopsTheRolloutAtTheFailureBudget", func(t *testing.T) {
