@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"regent.dev/regent/hub"
 	"regent.dev/regent/hub/addon"
@@ -10,7 +13,7 @@ import (
 
 func newHubCommand() *cobra.Command {
 	var opts hub.Options
-	var kubeconfig, addonImage string
+	var kubeconfig, addonImage, memoryLimit string
 	var addonManager bool
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -21,6 +24,13 @@ func newHubCommand() *cobra.Command {
 				return err
 			}
 			opts.Config = cfg
+			if memoryLimit != "" {
+				q, err := resource.ParseQuantity(memoryLimit)
+				if err != nil {
+					return fmt.Errorf("--memory-limit: %w", err)
+				}
+				opts.MemoryLimit = q.Value()
+			}
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return hub.Run(ctx, opts) })
 			if addonManager {
@@ -38,6 +48,7 @@ func newHubCommand() *cobra.Command {
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi): the garbage collector works harder to stay under it")
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
 	return cmd
