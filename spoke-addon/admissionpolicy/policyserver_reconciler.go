@@ -126,6 +126,12 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 					"--replica-from-hostname", "--shared-cache=/cache",
 					fmt.Sprintf("--addr=:%d", ServicePort), "--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
 				Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP}},
+				// Ready once every enabled, initialized revision is loaded, so the Service only sends
+				// requests to a replica that can answer for every generation a webhook names.
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/readyz", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}},
+				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/livez", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "cache", MountPath: "/cache"},
 					{Name: "tls", MountPath: "/tls", ReadOnly: true},
