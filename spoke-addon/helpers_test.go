@@ -15,6 +15,7 @@ import (
 
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
+	"regent.dev/regent/fleet/fleettest"
 	spokeaddon "regent.dev/regent/spoke-addon"
 )
 
@@ -27,21 +28,8 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	return c
 }
 
-// eventually polls cond until it holds; on timeout it fails with what cond last said.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is fleettest.Eventually: poll until the condition holds or fail saying why.
+var eventually = fleettest.Eventually
 
 // addonHubIdentity gives a cluster's addon the identity it has in production.
 func addonHubIdentity(t *testing.T, hub *fleet.Cluster, clusterName string) *rest.Config {

@@ -37,3 +37,20 @@ func Hub(t testing.TB) *fleet.Cluster {
 	t.Helper()
 	return Start(t, fleet.Options{}).Hub
 }
+
+// Eventually polls cond every 100ms until it holds; past timeout it fails the test with what cond
+// last said was missing.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, missing string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, missing := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %s", timeout, missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

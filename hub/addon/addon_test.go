@@ -20,20 +20,8 @@ import (
 	"regent.dev/regent/hub/addon"
 )
 
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// eventually is fleettest.Eventually: poll until the condition holds or fail saying why.
+var eventually = fleettest.Eventually
 
 func TestAddonManager_RegistersRegentAndDeliversTheAgentToAClusterThatAsks(t *testing.T) {
 	f := fleettest.Start(t, fleet.Options{Managed: []fleet.ClusterSpec{{Name: "cluster1"}}})

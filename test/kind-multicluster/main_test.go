@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -131,20 +130,8 @@ func (e *env) apply(t testing.TB, docs ...string) {
 	}
 }
 
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// eventually is fleettest.Eventually: poll until the condition holds or fail saying why.
+var eventually = fleettest.Eventually
 
 func dumpLogs(t testing.TB, f *fleet.Fleet) {
 	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "regent-*.log"))
