@@ -21,6 +21,7 @@ func trimPolicy(obj any) (any, error) {
 	if p, ok := obj.(*policyv1.Policy); ok {
 		if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
 			p.Status.Details = nil
+			propagator.TrimReplica(p)
 		}
 	}
 	return obj, nil

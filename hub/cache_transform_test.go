@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/hub/propagator"
@@ -29,5 +30,58 @@ func TestTrimPolicy_DropsReplicaHistoryButKeepsRootsWhole(t *testing.T) {
 	}
 	if root.Status.Details == nil {
 		t.Errorf("a root's status must stay whole: the hub writes it back")
+	}
+}
+
+func TestTrimPolicy_ReplacesAReplicaSpecByItsHash(t *testing.T) {
+	spec := func(tmpl string, action policyv1.RemediationAction) policyv1.PolicySpec {
+		return policyv1.PolicySpec{RemediationAction: action, PolicyTemplates: []*policyv1.PolicyTemplate{
+			{ObjectDefinition: runtime.RawExtension{Raw: []byte(tmpl)}}}}
+	}
+	replica := func(s policyv1.PolicySpec) *policyv1.Policy {
+		p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{propagator.RootPolicyLabel: "ns.p"}}, Spec: s}
+		if _, err := trimPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	want := spec(`{"kind":"ConfigurationPolicy","apiVersion":"v1","metadata":{"name":"a"}}`, policyv1.Inform)
+	same := replica(spec(`{"apiVersion": "v1", "kind": "ConfigurationPolicy", "metadata": {"name": "a"}}`, policyv1.Inform))
+	if same.Spec.PolicyTemplates != nil {
+		t.Errorf("cached replica keeps its templates")
+	}
+	if same.GenerateName != propagator.SpecHash(&want) {
+		t.Errorf("same spec, other key order: hash %q, want %q", same.GenerateName, propagator.SpecHash(&want))
+	}
+	for name, edited := range map[string]policyv1.PolicySpec{
+		"remediation": spec(`{"kind":"ConfigurationPolicy","apiVersion":"v1","metadata":{"name":"a"}}`, policyv1.Enforce),
+		"template":    spec(`{"kind":"ConfigurationPolicy","apiVersion":"v1","metadata":{"name":"b"}}`, policyv1.Inform),
+	} {
+		if got := replica(edited).GenerateName; got == same.GenerateName {
+			t.Errorf("%s edited: same hash %q", name, got)
+		}
+	}
+	root := &policyv1.Policy{Spec: want}
+	if _, err := trimPolicy(root); err != nil {
+		t.Fatal(err)
+	}
+	if root.Spec.PolicyTemplates == nil || root.GenerateName != "" {
+		t.Errorf("a root's spec must stay whole")
+	}
+}
+
+func TestTrimPolicy_IsIdempotent(t *testing.T) {
+	p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{propagator.RootPolicyLabel: "ns.p"}},
+		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform}}
+	if _, err := trimPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	first := p.GenerateName
+	// client-go may pass an object it already transformed through the transform again.
+	if _, err := trimPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	if p.GenerateName != first {
+		t.Errorf("second pass hashed the emptied spec: %q, was %q", p.GenerateName, first)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,8 +40,11 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Config == nil {
 		return errors.New("hub: no rest config for the hub apiserver")
 	}
-	if opts.MemoryLimit > 0 {
+	switch {
+	case opts.MemoryLimit > 0:
 		debug.SetMemoryLimit(opts.MemoryLimit)
+	case opts.MemoryLimit == 0 && os.Getenv("GOMEMLIMIT") == "":
+		adaptMemoryLimit(ctx, DefaultMemoryLimit)
 	}
 	mgr, err := NewManager(opts.Config, opts)
 	if err != nil {

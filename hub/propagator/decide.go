@@ -22,11 +22,13 @@ type input struct {
 
 // plan is what the reconciler writes for one root.
 type plan struct {
-	selection        selection
-	decision         rollout.Decision
-	groups           sdkv1beta1.ClusterGroupsMap
-	compliance       map[string]policyv1.ComplianceState
-	desired          map[string]*policyv1.PolicySpec
+	selection  selection
+	decision   rollout.Decision
+	groups     sdkv1beta1.ClusterGroupsMap
+	compliance map[string]policyv1.ComplianceState
+	desired    map[string]*policyv1.PolicySpec
+	// hash is the SpecHash of each spec in desired.
+	hash             map[*policyv1.PolicySpec]string
 	overridesIgnored bool
 }
 
@@ -36,7 +38,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 	root := in.root
 	strategy, mode := strategyOf(root)
 	sp := specsOf(root)
-	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, compliance: map[string]policyv1.ComplianceState{}}
+	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, hash: sp.hash, compliance: map[string]policyv1.ComplianceState{}}
 	out.overridesIgnored = len(in.selection.Enforcing) > 0 && strategy.Type != clusterv1alpha1.All
 	active := func(cluster string) *policyv1.PolicySpec {
 		if mode != rollout.Progressive && !out.overridesIgnored && in.enforcing.Has(cluster) {
@@ -59,7 +61,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		if line := recorded[name]; line != nil {
 			c.Status, c.LastTransitionTime = line.RolloutStatus, line.LastTransitionTime
 		}
-		if rep := in.replicas[name]; rep != nil && specEqual(&rep.Spec, active(name)) {
+		if rep := in.replicas[name]; rep != nil && specMatches(rep, active(name), sp.hash[active(name)]) {
 			c.Active = true
 			c.Reported = reportOf(rep)
 		}
@@ -77,7 +79,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 			spec = sp.inform
 		}
 		out.desired[name] = spec
-		if rep := in.replicas[name]; rep != nil && specEqual(&rep.Spec, spec) {
+		if rep := in.replicas[name]; rep != nil && specMatches(rep, spec, sp.hash[spec]) {
 			out.compliance[name] = reportOf(rep)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,8 @@ type Reconciler struct {
 	Workers int
 
 	expect expectations
+	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
+	replicaIndex toolscache.Indexer
 }
 
 // Reconcile reads the root and everything that selects it, decides, then writes.
@@ -187,6 +190,19 @@ func (r *Reconciler) reportProblem(ctx context.Context, root *policyv1.Policy, r
 // replicasOf returns the replicas of a root by cluster, from the cache's index. The objects are
 // the cache's own and must not be modified.
 func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) (map[string]*policyv1.Policy, error) {
+	if r.replicaIndex != nil {
+		objs, err := r.replicaIndex.ByIndex(rootIndex, root.Namespace+"."+root.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list replicas of %s: %w", root, err)
+		}
+		out := make(map[string]*policyv1.Policy, len(objs))
+		for _, o := range objs {
+			if p, ok := o.(*policyv1.Policy); ok {
+				out[p.Namespace] = p
+			}
+		}
+		return out, nil
+	}
 	list := &policyv1.PolicyList{}
 	if err := r.Reader.List(ctx, list, client.MatchingFields{rootIndex: root.Namespace + "." + root.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list replicas of %s: %w", root, err)

@@ -17,6 +17,8 @@ import (
 // (what a cluster waiting in a progressive rollout carries). Shared read-only across clusters.
 type specs struct {
 	active, inform, enforced *policyv1.PolicySpec
+	// hash holds the SpecHash of each of the three.
+	hash map[*policyv1.PolicySpec]string
 }
 
 func specsOf(root *policyv1.Policy) specs {
@@ -24,7 +26,11 @@ func specsOf(root *policyv1.Policy) specs {
 	inform.RemediationAction = policyv1.Inform
 	enforced := root.Spec.DeepCopy()
 	enforced.RemediationAction = policyv1.Enforce
-	return specs{active: &root.Spec, inform: inform, enforced: enforced}
+	sp := specs{active: &root.Spec, inform: inform, enforced: enforced, hash: make(map[*policyv1.PolicySpec]string, 3)}
+	for _, spec := range []*policyv1.PolicySpec{sp.active, sp.inform, sp.enforced} {
+		sp.hash[spec] = SpecHash(spec)
+	}
+	return sp
 }
 
 // replicaMeta returns the labels and annotations of root's replica in cluster, with OCM's
@@ -63,11 +69,12 @@ func newReplica(root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec
 	}
 }
 
-// replicaCurrent says whether an existing replica already is what newReplica would build.
-func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec) bool {
+// replicaCurrent says whether an existing replica already is what newReplica would build; hash is
+// spec's SpecHash.
+func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
 	labels, annotations := replicaMeta(root, existing.Namespace)
 	return mapsEqual(existing.Labels, labels) && mapsEqual(existing.Annotations, annotations) &&
-		specEqual(&existing.Spec, spec)
+		specMatches(existing, spec, hash)
 }
 
 func mapsEqual(a, b map[string]string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,12 +30,7 @@ const (
 // bindings, policy sets and placement decisions map to the roots they concern.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &policyv1.Policy{}, rootIndex, func(o client.Object) []string {
-		if v, ok := o.GetLabels()[RootPolicyLabel]; ok {
-			return []string{v}
-		}
-		return nil
-	}); err != nil {
+	if err := r.indexReplicas(ctx, mgr); err != nil {
 		return fmt.Errorf("index replicas by root: %w", err)
 	}
 	if err := idx.IndexField(ctx, &policyv1.PlacementBinding{}, placementIndex, func(o client.Object) []string {
@@ -54,6 +50,36 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		// A process may build the hub's manager more than once (tests restart it in-process).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
+}
+
+// indexReplicas indexes replicas by their root. On the informer's own indexer when it exposes it:
+// replicasOf then returns the cached objects themselves, where a List through the cache would copy
+// each of a root's replicas (one per cluster) into a fresh list on every reconcile.
+func (r *Reconciler) indexReplicas(ctx context.Context, mgr ctrl.Manager) error {
+	byRoot := func(o client.Object) []string {
+		if v, ok := o.GetLabels()[RootPolicyLabel]; ok {
+			return []string{v}
+		}
+		return nil
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &policyv1.Policy{})
+	if err != nil {
+		return err
+	}
+	if withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		err := inf.AddIndexers(toolscache.Indexers{rootIndex: func(obj any) ([]string, error) {
+			if o, ok := obj.(client.Object); ok {
+				return byRoot(o), nil
+			}
+			return nil, nil
+		}})
+		if err != nil {
+			return err
+		}
+		r.replicaIndex = withIndexer.GetIndexer()
+		return nil
+	}
+	return mgr.GetFieldIndexer().IndexField(ctx, &policyv1.Policy{}, rootIndex, byRoot)
 }
 
 func replicaToRoot(_ context.Context, o client.Object) []reconcile.Request {

@@ -45,7 +45,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			if isEnforce(spec) != enforcing {
 				return nil
 			}
-			return r.writeSpec(ctx, root, cluster, spec, existing[cluster])
+			return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
 		})
 		if err != nil {
 			return err
@@ -81,8 +81,8 @@ func isEnforce(spec *policyv1.PolicySpec) bool {
 	return strings.EqualFold(string(spec.RemediationAction), string(policyv1.Enforce))
 }
 
-func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, existing *policyv1.Policy) error {
-	if existing != nil && replicaCurrent(existing, root, spec) {
+func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+	if existing != nil && replicaCurrent(existing, root, spec, hash) {
 		return nil
 	}
 	want := newReplica(root, cluster, spec)

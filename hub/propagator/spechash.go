@@ -1,0 +1,63 @@
+package propagator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// specHashPrefix marks, in the generateName of the hub's cached copy of a replica, the hash of the
+// spec the cache transform (TrimReplica) dropped. It is never written to the apiserver: the
+// transform computes it from the spec as the apiserver returned it, so a replica edited on the hub
+// has another hash and is put back. generateName rather than an annotation because the hub never
+// reads a replica's generateName and an annotation map costs more than the templates it replaces.
+const specHashPrefix = "regent.dev/spec-sha256:"
+
+// SpecHash hashes a spec as the apiserver stores it: templates are raw JSON whose key order and
+// spacing the apiserver may change, so the spec is hashed decoded and re-encoded (sorted keys,
+// compact). 128 bits of SHA-256 behind specHashPrefix; "" when the spec cannot be encoded, which
+// never matches a trimmed replica.
+func SpecHash(spec *policyv1.PolicySpec) string {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return ""
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return ""
+	}
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(canonical)
+	return specHashPrefix + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// TrimReplica replaces, in a replica about to enter the hub's cache, the spec by its hash: the
+// hub compares a replica's spec with the one it wants and never reads it otherwise, and the
+// templates are most of a replica's size. Roots are left whole.
+func TrimReplica(p *policyv1.Policy) {
+	// The informer may hand an object it already transformed to the transform again (client-go
+	// documents it for Replace): a second pass must not hash the emptied spec.
+	if !isReplica(p) || strings.HasPrefix(p.GenerateName, specHashPrefix) {
+		return
+	}
+	p.GenerateName = SpecHash(&p.Spec)
+	p.Spec = policyv1.PolicySpec{}
+}
+
+// specMatches says whether a replica carries spec, whose SpecHash is hash. A replica read
+// through the trimming cache is compared by hash, any other by value.
+func specMatches(rep *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
+	if strings.HasPrefix(rep.GenerateName, specHashPrefix) {
+		return rep.GenerateName == hash
+	}
+	return specEqual(&rep.Spec, spec)
+}
