@@ -48,7 +48,7 @@ func newHubCommand() *cobra.Command {
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
-	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi): the garbage collector works harder to stay under it")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 48Mi and 1.25x the live heap; negative: none")
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
 	return cmd
