@@ -54,3 +54,21 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, missi
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Runner is what StartManager runs: a controller-runtime manager, or anything started the same way.
+type Runner interface{ Start(context.Context) error }
+
+// StartManager runs m until the test ends, then stops it and fails the test if it returned an
+// error.
+func StartManager(t testing.TB, m Runner) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}

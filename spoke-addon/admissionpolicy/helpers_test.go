@@ -22,6 +22,7 @@ import (
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 const testNamespace = "regent-system"
@@ -55,15 +56,7 @@ func startController(t testing.TB, cfg *rest.Config, tweaks ...func(*Options)) c
 	if err := SetupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	fleettest.StartManager(t, mgr)
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 // evaluationLog records the evaluations the controller finished, so a test can wait for "the
@@ -68,15 +69,7 @@ func startController(t testing.TB, cfg *rest.Config, opts Options) (client.Clien
 	if err := SetupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	fleettest.StartManager(t, mgr)
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
