@@ -83,14 +83,8 @@ func TestSpokeAddon(t *testing.T) {
 				fmt.Sprintf("local copy enforce at generation 2, have %s %v", l.Spec.RemediationAction, l.Annotations)
 		})
 		// Someone edits the copy on the managed cluster: it is put back.
-		l := &policyv1.Policy{}
-		if err := local.Get(ctx, client.ObjectKeyFromObject(p), l); err != nil {
-			t.Fatal(err)
-		}
-		l.Spec.RemediationAction = policyv1.Inform
-		if err := local.Update(ctx, l); err != nil {
-			t.Fatal(err)
-		}
+		fleettest.Edit(t, local, &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
+			func(l *policyv1.Policy) { l.Spec.RemediationAction = policyv1.Inform })
 		s.localPolicy(t, p.Name, func(l *policyv1.Policy) (bool, string) {
 			return l.Spec.RemediationAction == policyv1.Enforce, "local edit reverted to the hub's enforce"
 		})

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"regent.dev/regent/fleet"
 )
 
@@ -71,4 +75,23 @@ func StartManager(t testing.TB, m Runner) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// Edit reads obj's latest version, applies mutate and updates it, retrying on conflict: the
+// controllers under test write the same objects (status, annotations), so a read-modify-write that
+// does not retry fails whenever one of them wins the race, as a user's kubectl edit would.
+func Edit[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := retry.RetryOnConflict(wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Cap: time.Second}, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		return c.Update(ctx, obj)
+	})
+	if err != nil {
+		t.Fatalf("edit %T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
+	}
 }

@@ -24,6 +24,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/hub"
 	"regent.dev/regent/hub/propagator"
 )
@@ -171,6 +172,12 @@ func (e *env) decide(placement string, group int, groupName string, clusters ...
 	if err := e.c.Status().Update(e.ctx, d); err != nil {
 		e.t.Fatalf("decision %s: %v", name, err)
 	}
+}
+
+// edit changes root policy name as a user would, retrying when the hub's own status write wins.
+func (e *env) edit(name string, mutate func(*policyv1.Policy)) {
+	e.t.Helper()
+	fleettest.Edit(e.t, e.c, &policyv1.Policy{ObjectMeta: e.objectMeta(name)}, mutate)
 }
 
 func (e *env) root(name string) *policyv1.Policy {

@@ -8,6 +8,7 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 func TestPropagation_BindingOverrideEnforcesWithStrategyAll(t *testing.T) {
@@ -16,12 +17,10 @@ func TestPropagation_BindingOverrideEnforcesWithStrategyAll(t *testing.T) {
 	e.startHub()
 	e.rootPolicy("p", policyv1.Inform, nil)
 	e.bind("b", "pl", policySubject("p"))
-	over := e.bind("b-enforce", "pl-enforce", policySubject("p"))
-	over.BindingOverrides.RemediationAction = "Enforce"
-	over.SubFilter = "restricted"
-	if err := e.c.Update(e.ctx, over); err != nil {
-		t.Fatal(err)
-	}
+	fleettest.Edit(t, e.c, e.bind("b-enforce", "pl-enforce", policySubject("p")), func(b *policyv1.PlacementBinding) {
+		b.BindingOverrides.RemediationAction = "Enforce"
+		b.SubFilter = "restricted"
+	})
 	e.decide("pl", 0, "", c1, c2)
 	e.decide("pl-enforce", 0, "", c2)
 	e.eventually("override on c2 only", func() (bool, string) {
@@ -39,11 +38,9 @@ func TestPropagation_BindingOverrideIsIgnoredWithAProgressiveStrategy(t *testing
 	c1 := e.cluster("c1", nil)
 	e.startHub()
 	e.rootPolicy("p", policyv1.Inform, &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive})
-	b := e.bind("b", "pl", policySubject("p"))
-	b.BindingOverrides.RemediationAction = "Enforce"
-	if err := e.c.Update(e.ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	fleettest.Edit(t, e.c, e.bind("b", "pl", policySubject("p")), func(b *policyv1.PlacementBinding) {
+		b.BindingOverrides.RemediationAction = "Enforce"
+	})
 	e.decide("pl", 0, "", c1)
 	e.eventually("override ignored, and said so", func() (bool, string) {
 		r := e.root("p")

@@ -14,6 +14,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/hub/propagator"
 )
 
@@ -64,12 +65,8 @@ func TestPropagation_ReplicatesToSelectedClustersAndCleansUp(t *testing.T) {
 		return r.Status.RolloutStatus == policyv1.RolloutProgressing, "replica status " + string(r.Status.RolloutStatus)
 	})
 	rootRV, repRV := e.root("p").ResourceVersion, e.replicas("p")[c2].ResourceVersion
-	b := &policyv1.PlacementBinding{}
-	_ = e.c.Get(e.ctx, e.key("b"), b)
-	b.Annotations = map[string]string{"touched": "yes"}
-	if err := e.c.Update(e.ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	b := &policyv1.PlacementBinding{ObjectMeta: e.objectMeta("b")}
+	fleettest.Edit(t, e.c, b, func(b *policyv1.PlacementBinding) { b.Annotations = map[string]string{"touched": "yes"} })
 	e.decide("pl", 0, "", c1, c2) // and a decision write that changes nothing
 	e.answer("p", c1, policyv1.Compliant)
 	e.eventually("compliance of c1 on the root", func() (bool, string) {
@@ -84,11 +81,7 @@ func TestPropagation_ReplicatesToSelectedClustersAndCleansUp(t *testing.T) {
 	}
 
 	// A replica edited on the hub is put back.
-	tampered := e.replicas("p")[c2]
-	tampered.Spec.RemediationAction = policyv1.Enforce
-	if err := e.c.Update(e.ctx, tampered); err != nil {
-		t.Fatal(err)
-	}
+	fleettest.Edit(t, e.c, e.replicas("p")[c2], func(r *policyv1.Policy) { r.Spec.RemediationAction = policyv1.Enforce })
 	e.eventually("tampered replica put back", func() (bool, string) {
 		r := e.replicas("p")[c2]
 		return r.Spec.RemediationAction == policyv1.Inform, "remediation " + string(r.Spec.RemediationAction)
@@ -99,17 +92,9 @@ func TestPropagation_ReplicatesToSelectedClustersAndCleansUp(t *testing.T) {
 	e.expectReplicas("p", c1)
 
 	// Disabled: every replica goes; enabled again: they come back.
-	root := e.root("p")
-	root.Spec.Disabled = true
-	if err := e.c.Update(e.ctx, root); err != nil {
-		t.Fatal(err)
-	}
+	e.edit("p", func(r *policyv1.Policy) { r.Spec.Disabled = true })
 	e.expectReplicas("p")
-	root = e.root("p")
-	root.Spec.Disabled = false
-	if err := e.c.Update(e.ctx, root); err != nil {
-		t.Fatal(err)
-	}
+	e.edit("p", func(r *policyv1.Policy) { r.Spec.Disabled = false })
 	e.expectReplicas("p", c1)
 
 	// The binding deleted: replicas go.
@@ -138,12 +123,11 @@ func TestPropagation_CopyPolicyMetadataFalseCopiesOnlyFrameworkMetadata(t *testi
 	e := newEnv(t)
 	c1 := e.cluster("c1", nil)
 	e.startHub()
-	p := e.rootPolicy("p", policyv1.Inform, nil)
-	p.Spec.CopyPolicyMetadata = ptr.To(false)
-	p.Labels["policy.open-cluster-management.io/kept"] = "yes"
-	if err := e.c.Update(e.ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	e.rootPolicy("p", policyv1.Inform, nil)
+	e.edit("p", func(p *policyv1.Policy) {
+		p.Spec.CopyPolicyMetadata = ptr.To(false)
+		p.Labels["policy.open-cluster-management.io/kept"] = "yes"
+	})
 	e.bind("b", "pl", policySubject("p"))
 	e.decide("pl", 0, "", c1)
 	e.expectReplicas("p", c1)

@@ -219,12 +219,10 @@ func TestRollout_SpecChangeMidRolloutRestartsFromPass1(t *testing.T) {
 	e.decide("pl", 0, "", c1, c2, c3)
 	e.drive("p", compliant, func(r *policyv1.Policy) bool { return statuses(r)[c2] == policyv1.RolloutProgressing })
 
-	root := e.root("p")
-	root.Spec.PolicyTemplates[0].ObjectDefinition = runtime.RawExtension{Raw: []byte(
-		`{"apiVersion":"policy.open-cluster-management.io/v1","kind":"ConfigurationPolicy","metadata":{"name":"p"},"spec":{"severity":"high","object-templates":[]}}`)}
-	if err := e.c.Update(e.ctx, root); err != nil {
-		t.Fatal(err)
-	}
+	e.edit("p", func(root *policyv1.Policy) {
+		root.Spec.PolicyTemplates[0].ObjectDefinition = runtime.RawExtension{Raw: []byte(
+			`{"apiVersion":"policy.open-cluster-management.io/v1","kind":"ConfigurationPolicy","metadata":{"name":"p"},"spec":{"severity":"high","object-templates":[]}}`)}
+	})
 	gen := e.root("p").Generation
 	e.eventually("new version everywhere, one cluster enforced", func() (bool, string) {
 		r := e.root("p")

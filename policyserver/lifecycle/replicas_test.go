@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 func TestLifecycleReplicas(t *testing.T) {
@@ -85,10 +86,7 @@ func testReplicas(t *testing.T, e *env) {
 	// Disabled: unloaded by every replica, and its cache entry collected.
 	g1 = e.waitRevision(t, g1.Name, "read", func(*kubewardenv1.PolicyRevision) bool { return true })
 	g1Entry := filepath.Join(shared, "v1", g1.Status.CacheKey)
-	g1.Spec.Enabled = false
-	if err := e.client.Update(context.Background(), g1); err != nil {
-		t.Fatal(err)
-	}
+	fleettest.Edit(t, e.client, g1, func(r *kubewardenv1.PolicyRevision) { r.Spec.Enabled = false })
 	eventually(t, "generation 1 unloaded and its entry collected", func() bool {
 		c0, _ := r0.review(t, "/validate/clusterwide-latest/1", "nginx:1")
 		c1, _ := r1.review(t, "/validate/clusterwide-latest/1", "nginx:1")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -87,12 +88,16 @@ func apply(t testing.TB, c client.Client, docs string) {
 		}
 		err := c.Create(context.Background(), obj)
 		if apierrors.IsAlreadyExists(err) {
-			existing := &unstructured.Unstructured{}
-			existing.SetGroupVersionKind(obj.GroupVersionKind())
-			if err = c.Get(context.Background(), client.ObjectKeyFromObject(obj), existing); err == nil {
+			// The controller under test writes status on the same object; retry when it wins.
+			err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+				existing := &unstructured.Unstructured{}
+				existing.SetGroupVersionKind(obj.GroupVersionKind())
+				if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), existing); err != nil {
+					return err
+				}
 				obj.SetResourceVersion(existing.GetResourceVersion())
-				err = c.Update(context.Background(), obj)
-			}
+				return c.Update(context.Background(), obj)
+			})
 		}
 		if err != nil {
 			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
