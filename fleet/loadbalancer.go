@@ -12,7 +12,7 @@ import (
 // processes.
 type LoadBalancer struct {
 	ln       net.Listener
-	backends []string
+	backends atomic.Pointer[[]string]
 	next     atomic.Uint64
 	wg       sync.WaitGroup
 }
@@ -23,10 +23,18 @@ func NewLoadBalancer(backends ...string) (*LoadBalancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &LoadBalancer{ln: ln, backends: backends}
+	lb := &LoadBalancer{ln: ln}
+	lb.SetBackends(backends...)
 	lb.wg.Add(1)
 	go lb.serve()
 	return lb, nil
+}
+
+// SetBackends replaces the backends for new connections, as endpoints follow a scaled
+// StatefulSet; connections in flight stay where they are.
+func (lb *LoadBalancer) SetBackends(backends ...string) {
+	b := append([]string(nil), backends...)
+	lb.backends.Store(&b)
 }
 
 // Addr is host:port to dial.
@@ -52,8 +60,9 @@ func (lb *LoadBalancer) serve() {
 
 func (lb *LoadBalancer) forward(in net.Conn) {
 	start := lb.next.Add(1)
-	for i := range len(lb.backends) {
-		out, err := net.Dial("tcp", lb.backends[(int(start)+i)%len(lb.backends)])
+	backends := *lb.backends.Load()
+	for i := range len(backends) {
+		out, err := net.Dial("tcp", backends[(int(start)+i)%len(backends)])
 		if err != nil {
 			continue // a replica that is down: try the next, as endpoints would drop it
 		}

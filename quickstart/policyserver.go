@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +26,18 @@ type LocalPolicyServer struct {
 	// URL is the base URL webhooks call (the balancer).
 	URL string
 	// CAFile is the PEM CA of the replicas' serving certificate.
-	CAFile   string
+	CAFile string
+	// Replicas are the replica processes by replica number; Scale changes them.
 	Replicas []*fleet.Process
-	lb       *fleet.LoadBalancer
+
+	fleet   *fleet.Fleet
+	cluster *fleet.Cluster
+	client  client.Client
+	bin     string
+	dir     string
+	certs   selfsigned.Files
+	addrs   []string
+	lb      *fleet.LoadBalancer
 }
 
 // Close stops the balancer; the replicas stop with the fleet.
@@ -57,29 +67,77 @@ func StartPolicyServer(ctx context.Context, f *fleet.Fleet, c *fleet.Cluster, bi
 	if err := os.WriteFile(caFile, certs.CAPEM, 0o644); err != nil {
 		return nil, err
 	}
-	shared := filepath.Join(dir, "shared-cache")
-	p := &LocalPolicyServer{CAFile: caFile}
-	var addrs []string
-	for i := range replicas {
-		addr, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		proc, err := f.StartProcess(fmt.Sprintf("regent-policy-server-%s-%d", c.Name, i), bin, "policy-server", "--lifecycle",
-			"--kubeconfig", c.Kubeconfig, "--policy-server", "default", "--namespace", admissionpolicy.DefaultNamespace,
-			"--replica", strconv.Itoa(i), "--shared-cache", shared, "--cache-dir", filepath.Join(dir, "private-"+strconv.Itoa(i)),
-			"--addr", addr, "--cert-file", certs.CertFile, "--key-file", certs.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		p.Replicas = append(p.Replicas, proc)
-		addrs = append(addrs, addr)
-	}
-	if p.lb, err = fleet.NewLoadBalancer(addrs...); err != nil {
+	p := &LocalPolicyServer{CAFile: caFile, fleet: f, cluster: c, client: cl, bin: bin, dir: dir, certs: certs}
+	if p.lb, err = fleet.NewLoadBalancer(); err != nil {
 		return nil, err
 	}
 	p.URL = "https://" + p.lb.Addr()
+	if err := p.run(replicas); err != nil {
+		p.lb.Close()
+		return nil, err
+	}
 	return p, nil
+}
+
+// Scale sets the PolicyServer's replicas to n and does what its StatefulSet controller would:
+// replicas 0..n-1 run (one that exited is started again, on the same address), higher ones are
+// stopped gracefully, and the balancer follows.
+func (p *LocalPolicyServer) Scale(ctx context.Context, n int) error {
+	ps := &kubewardenv1.PolicyServer{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: "default"}, ps); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(ps.DeepCopy())
+	ps.Spec.Replicas = int32(n)
+	if err := p.client.Patch(ctx, ps, patch); err != nil {
+		return fmt.Errorf("scale PolicyServer on %s: %w", p.cluster.Name, err)
+	}
+	return p.run(n)
+}
+
+func (p *LocalPolicyServer) run(n int) error {
+	for i := n; i < len(p.Replicas); i++ {
+		p.Replicas[i].Stop(30 * time.Second)
+	}
+	if n < len(p.Replicas) {
+		p.Replicas, p.addrs = p.Replicas[:n], p.addrs[:n]
+	}
+	for i := range n {
+		if i < len(p.Replicas) && !exited(p.Replicas[i]) {
+			continue
+		}
+		if i == len(p.addrs) {
+			addr, err := freePort()
+			if err != nil {
+				return err
+			}
+			p.addrs = append(p.addrs, addr)
+		}
+		proc, err := p.fleet.StartProcess(fmt.Sprintf("regent-policy-server-%s-%d", p.cluster.Name, i), p.bin, "policy-server", "--lifecycle",
+			"--kubeconfig", p.cluster.Kubeconfig, "--policy-server", "default", "--namespace", admissionpolicy.DefaultNamespace,
+			"--replica", strconv.Itoa(i), "--shared-cache", filepath.Join(p.dir, "shared-cache"),
+			"--cache-dir", filepath.Join(p.dir, "private-"+strconv.Itoa(i)),
+			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile)
+		if err != nil {
+			return err
+		}
+		if i < len(p.Replicas) {
+			p.Replicas[i] = proc
+		} else {
+			p.Replicas = append(p.Replicas, proc)
+		}
+	}
+	p.lb.SetBackends(p.addrs...)
+	return nil
+}
+
+func exited(proc *fleet.Process) bool {
+	select {
+	case <-proc.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // freePort finds a loopback port for a replica to listen on.

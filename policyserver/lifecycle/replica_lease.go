@@ -18,7 +18,9 @@ func ReplicaLeaseName(policyServer string, n int) string {
 	return fmt.Sprintf("regent-policy-server-%s-replica-%d", policyServer, n)
 }
 
-// renewReplicaLease keeps the replica's Lease current until ctx is done.
+// renewReplicaLease keeps the replica's Lease current until ctx is done, then deletes it: a
+// replica stopped on purpose (scale down, rolling restart) leaves at once, so the controller prunes
+// its conditions without waiting out the Lease; a crashed one is noticed when the Lease expires.
 func renewReplicaLease(ctx context.Context, opts Options, kube kubernetes.Interface) {
 	t := time.NewTicker(opts.RetryPeriod)
 	defer t.Stop()
@@ -28,9 +30,21 @@ func renewReplicaLease(ctx context.Context, opts Options, kube kubernetes.Interf
 		}
 		select {
 		case <-ctx.Done():
+			if !opts.keepLeaseOnStop {
+				releaseReplicaLease(opts, kube)
+			}
 			return
 		case <-t.C:
 		}
+	}
+}
+
+func releaseReplicaLease(opts Options, kube kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := kube.CoordinationV1().Leases(opts.Namespace).Delete(ctx, ReplicaLeaseName(opts.PolicyServer, opts.Replica), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		opts.Logger.Error(err, "could not release the replica Lease; it expires on its own")
 	}
 }
 

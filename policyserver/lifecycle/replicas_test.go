@@ -117,6 +117,13 @@ func testReplicas(t *testing.T, e *env) {
 	for _, r := range []*replicaHandle{r0, r1, r2, r3} {
 		r.kill(t)
 	}
+	// Stopped on purpose, each replica took its Lease with it, so the controller can prune its
+	// conditions at once rather than when the Lease would have expired.
+	for n := range 4 {
+		if h := e.leaseHolder(t, ReplicaLeaseName(ps, n)); h != "" {
+			t.Errorf("replica %d stopped but its Lease is still held by %q", n, h)
+		}
+	}
 	clearReady(t, e, g2.Name)
 	g3 := e.createRevision(t, ps, "latest", 3, regoSpec(writeFile(t, "g3.rego", regoSource(t, "g3"))))
 	_ = g3

@@ -59,8 +59,8 @@ type Options struct {
 	Clock                         clock.Clock
 	Logger                        logr.Logger
 
-	// keepLeaseOnStop leaves the leader Lease held when ctx ends, as a crashed process would:
-	// tests use it to kill a leader.
+	// keepLeaseOnStop leaves the leader and replica Leases held when ctx ends, as a crashed
+	// process would: tests use it to kill a replica.
 	keepLeaseOnStop bool
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,4 +247,43 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 			t.Fatalf("%d of %d requests were not answered by the policy; first: %v", failures.Load(), requests.Load(), firstFailure.Load())
 		}
 	})
+
+	t.Run("ScaleThreeToFourToTwoConditionsFollow", func(t *testing.T) {
+		ps := e.policyServers["cluster1"]
+		replicasAre := func(want string) func(*kubewardenv1.ClusterAdmissionPolicy) bool {
+			return func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
+				return p.Status.Phase == kubewardenv1.PhaseActive && readyReplicas(p) == want
+			}
+		}
+		// Up to four: the leader killed above comes back, as its StatefulSet pod would, and
+		// replica 3 starts; both load the serving generation from the signed cache.
+		if err := ps.Scale(ctx, 4); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicy("Ready on replicas 0-3", replicasAre("0=True 1=True 2=True 3=True"))
+		// Down to two: replicas 2 and 3 stop, and their conditions go with them.
+		if err := ps.Scale(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		waitPolicy("Ready on replicas 0-1 only", replicasAre("0=True 1=True"))
+		if err := deniedBy("199"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// readyReplicas lists the policy's per-replica Ready conditions in replica order, as
+// "0=True 1=False".
+func readyReplicas(p *kubewardenv1.ClusterAdmissionPolicy) string {
+	byReplica := map[int32]metav1.ConditionStatus{}
+	for _, c := range p.Status.Conditions {
+		if c.Type == kubewardenv1.ConditionReady && c.Replica != nil {
+			byReplica[*c.Replica] = c.Status
+		}
+	}
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(byReplica)) {
+		out = append(out, fmt.Sprintf("%d=%s", n, byReplica[n]))
+	}
+	return strings.Join(out, " ")
 }
