@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/policyserver/engine"
 )
 
@@ -48,9 +49,9 @@ type PolicyConfig struct {
 	// RegoVersion is v0 or v1 for Rego sources; default v1, except v0 for Gatekeeper templates
 	// (whose library is written in v0).
 	RegoVersion string `json:"regoVersion,omitempty"`
-	// ContextAwareResources is Kubewarden's list of resources a policy may look up; accepted so
-	// existing files parse, unused until host capabilities are served.
-	ContextAwareResources json.RawMessage `json:"contextAwareResources,omitempty"`
+	// ContextAwareResources are the kinds the policy may read from the cluster through host
+	// capabilities ([{apiVersion, kind}], as in Kubewarden); a lookup of any other kind fails.
+	ContextAwareResources []kubewardenv1.ContextAwareResource `json:"contextAwareResources,omitempty"`
 }
 
 // Config maps policy names to their configuration.
@@ -125,6 +126,11 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 	if scheme, _, ok := strings.Cut(p.Module, "://"); ok {
 		return engine.Spec{}, fmt.Errorf("module %s: only local files are supported here (%s:// pulls come with policy revisions)", p.Module, scheme)
 	}
+	for i, r := range p.ContextAwareResources {
+		if r.APIVersion == "" || r.Kind == "" {
+			return engine.Spec{}, fmt.Errorf("contextAwareResources[%d]: apiVersion and kind are both required", i)
+		}
+	}
 	src, err := os.ReadFile(p.Module)
 	if err != nil {
 		return engine.Spec{}, fmt.Errorf("read module: %w", err)
@@ -132,6 +138,7 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 	spec := engine.Spec{
 		Name: name, Module: src, ExecutionMode: mode, Settings: p.Settings,
 		Mutating: p.Mutating || p.AllowedToMutate, Timeout: p.timeout(), Entrypoint: p.Entrypoint,
+		ContextAwareResources: EngineResources(p.ContextAwareResources),
 	}
 	switch ext := strings.ToLower(filepath.Ext(p.Module)); {
 	case ext == ".rego":

@@ -1,8 +1,13 @@
 package policyserver
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"regent.dev/regent/policyserver/capabilities"
+	"regent.dev/regent/policyserver/engine"
 )
 
 // metrics live in a registry of the server's own, so that servers in one process (tests) do not
@@ -15,6 +20,7 @@ type metrics struct {
 	rejected    *prometheus.CounterVec
 	loaded      prometheus.Gauge
 	loadErrors  *prometheus.CounterVec
+	hostCalls   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -45,8 +51,24 @@ func newMetrics() *metrics {
 			Name: "regent_policyserver_policy_load_errors_total",
 			Help: "Failed attempts to load a policy, by policy.",
 		}, []string{"policy"}),
+		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policyserver_host_calls_total",
+			Help: "Host capability calls from waPC policies, by capability (e.g. kubewarden/kubernetes/get_resource; \"other\" for names Kubewarden does not define) and outcome (ok, not_allowed, not_served, no_kubernetes, timeout, error).",
+		}, []string{"capability", "outcome"}),
 	}
-	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors,
+	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors, m.hostCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// meteredHost counts the host calls it passes on.
+type meteredHost struct {
+	next  engine.Host
+	calls *prometheus.CounterVec
+}
+
+func (h meteredHost) Call(ctx context.Context, c engine.HostCall) ([]byte, error) {
+	b, err := h.next.Call(ctx, c)
+	h.calls.WithLabelValues(capabilities.Label(c), capabilities.Outcome(err)).Inc()
+	return b, err
 }

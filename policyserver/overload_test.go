@@ -23,7 +23,7 @@ func TestServer_BeyondTheQueueRequestsAreTurnedAwayWith429(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(e, 1, 1, logr.Discard())
+	s := newServer(e, newMetrics(), 1, 1, logr.Discard())
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	cfg, err := ReadConfig(writeConfig(t, dir, `
 spin:

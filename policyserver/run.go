@@ -34,7 +34,11 @@ type Options struct {
 	Workers, MaxQueue int
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
-	Logger           logr.Logger
+	// Host serves waPC policies' host capabilities (package capabilities: Kubernetes lookups,
+	// registry digests, …); calls are counted in /metrics. Nil serves none, and a policy that
+	// calls the host gets an error saying so.
+	Host   engine.Host
+	Logger logr.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -60,14 +64,19 @@ func (o Options) withDefaults() Options {
 // it. Run is the usual way in; NewServer serves tests and embedders.
 func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	m := newMetrics()
+	var host engine.Host
+	if opts.Host != nil {
+		host = meteredHost{next: opts.Host, calls: m.hostCalls}
+	}
 	e, err := engine.New(ctx, engine.Options{
 		CacheDir: opts.CacheDir, MemoryLimitBytes: opts.MemoryLimitBytes,
-		MaxInstancesPerPolicy: opts.Workers, Logger: opts.Logger,
+		MaxInstancesPerPolicy: opts.Workers, Logger: opts.Logger, Host: host,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return newServer(e, opts.Workers, opts.MaxQueue, opts.Logger), nil
+	return newServer(e, m, opts.Workers, opts.MaxQueue, opts.Logger), nil
 }
 
 // Close unloads every policy and stops the engine.

@@ -58,11 +58,11 @@ func (s *Server) Engine() *engine.Engine { return s.engine }
 // Handler serves /validate, /audit, /readyz, /livez and /metrics.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-func newServer(e *engine.Engine, workers, maxQueue int, log logr.Logger) *Server {
+func newServer(e *engine.Engine, m *metrics, workers, maxQueue int, log logr.Logger) *Server {
 	s := &Server{
 		engine:      e,
 		policies:    registry.New[*servedPolicy](),
-		metrics:     newMetrics(),
+		metrics:     m,
 		log:         log,
 		workers:     make(chan struct{}, workers),
 		maxQueue:    int64(maxQueue),

@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle"
 )
 
@@ -27,7 +29,22 @@ func newPolicyServerCommand() *cobra.Command {
 			"validates and signs them into --shared-cache, and every replica loads them and reports Ready.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = ctrl.Log.WithName("policy-server")
+			if pullCA != "" {
+				pem, err := os.ReadFile(pullCA)
+				if err != nil {
+					return fmt.Errorf("--pull-ca: %w", err)
+				}
+				lc.Pull.CAs = x509.NewCertPool()
+				if !lc.Pull.CAs.AppendCertsFromPEM(pem) {
+					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
+				}
+			}
 			if !useLifecycle {
+				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, opts.Logger)
+				if err != nil {
+					return err
+				}
+				opts.Host = host
 				return policyserver.Run(cmd.Context(), opts)
 			}
 			cfg, err := loadConfig(kubeconfig)
@@ -37,16 +54,6 @@ func newPolicyServerCommand() *cobra.Command {
 			if replicaFromHostname {
 				if lc.Replica, err = replicaOrdinal(); err != nil {
 					return err
-				}
-			}
-			if pullCA != "" {
-				pem, err := os.ReadFile(pullCA)
-				if err != nil {
-					return fmt.Errorf("--pull-ca: %w", err)
-				}
-				lc.Pull.CAs = x509.NewCertPool()
-				if !lc.Pull.CAs.AppendCertsFromPEM(pem) {
-					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
 				}
 			}
 			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
@@ -61,14 +68,31 @@ func newPolicyServerCommand() *cobra.Command {
 	f.StringVar(&opts.CacheDir, "cache-dir", "", "compilation cache folder, kept across restarts (with --lifecycle: the replica's private cache)")
 	f.IntVar(&opts.Workers, "workers", 0, "evaluations at once (default: cores)")
 	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig for --lifecycle (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig: the cluster context-aware policies read and, with --lifecycle, the one holding the revisions\n"+
+		"(default: $KUBECONFIG, ~/.kube/config, in-cluster; without --lifecycle, finding none only makes policies' lookups fail)")
 	f.StringVar(&lc.PolicyServer, "policy-server", "default", "PolicyServer whose revisions this replica serves")
 	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
 	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")
 	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
 	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder every replica shares (ReadWriteMany volume)")
-	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls")
+	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
 	return cmd
+}
+
+// fileModeCapabilities are the host capabilities of a server that reads its policies from a
+// file. A Kubernetes configuration is optional there: a server with policies that never look
+// anything up needs none, and one that does answers their lookups with an error naming what is
+// missing.
+func fileModeCapabilities(kubeconfig string, registryCAs *x509.CertPool, log logr.Logger) (*capabilities.Host, error) {
+	cfg, err := loadConfig(kubeconfig)
+	if err != nil {
+		if kubeconfig != "" {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		log.Info("no Kubernetes configuration found ($KUBECONFIG, ~/.kube/config, in-cluster): context-aware policies' lookups will fail", "reason", err.Error())
+		cfg = nil
+	}
+	return capabilities.New(capabilities.Options{Kubernetes: cfg, RegistryCAs: registryCAs, Logger: log.WithName("policy")})
 }
 
 // replicaOrdinal reads a StatefulSet pod's ordinal from its hostname.

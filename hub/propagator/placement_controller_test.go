@@ -76,7 +76,7 @@ func TestRollout_ProgressivePerGroup_WithOCMsPlacementController(t *testing.T) {
 	e.bind("b", "pl", policySubject("p"))
 	e.expectReplicas("p", clusters...)
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 3))
-	if order := expectNoViolations(t, iw, 1); len(order) != 3 {
+	if order := expectNoViolations(t, iw); len(order) != 3 {
 		t.Errorf("enforced %v, want each of the 3 clusters once, one group at a time", order)
 	}
 }

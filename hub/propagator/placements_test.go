@@ -27,7 +27,7 @@ func TestRollout_TwoPlacements_PerGroupTakesOnePlacementsGroupsThenTheNext(t *te
 	e.rootPolicy("p", policyv1.Enforce, &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.ProgressivePerGroup})
 	e.startHub()
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 3))
-	order := expectNoViolations(t, iw, 1)
+	order := expectNoViolations(t, iw)
 	if want := []string{a1, a2, b1}; !slices.Equal(order, want) {
 		t.Errorf("enforced in order %v, want %v: pl-a's groups in index order, then pl-b's", order, want)
 	}
@@ -44,7 +44,7 @@ func TestRollout_TwoPlacements_ProgressiveTakesTheUnionOnce(t *testing.T) {
 	e.rootPolicy("p", policyv1.Enforce, progressive(1, clusterv1alpha1.RolloutConfig{}))
 	e.startHub()
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 3))
-	order := expectNoViolations(t, iw, 1)
+	order := expectNoViolations(t, iw)
 	slices.Sort(order)
 	if want := []string{a1, b1, both}; !slices.Equal(order, want) {
 		t.Errorf("enforced %v, want each of %v exactly once", order, want)

@@ -48,14 +48,19 @@ func aggregateIs(s policyv1.RolloutStatus, clusters int) func(*policyv1.Policy) 
 	return func(r *policyv1.Policy) bool { return r.Status.RolloutStatus == s && len(r.Status.Status) == clusters }
 }
 
-func expectNoViolations(t *testing.T, iw *inFlightWatch, wantPeak int) []string {
+// expectNoViolations fails the test if the concurrency bound was exceeded in any observed state,
+// and returns the order in which clusters were first enforced. Whether the bound was also
+// reached is not asked of the watch: a spoke that answers between two of the hub's writes
+// lowers the peak a watch sees without anything being wrong, so tests that need clusters to
+// start together check the rollout's status or its RolloutStarted events instead.
+func expectNoViolations(t *testing.T, iw *inFlightWatch) []string {
 	t.Helper()
 	violations, peak, order := iw.check()
 	for _, v := range violations {
 		t.Errorf("concurrency exceeded: %s", v)
 	}
-	if peak != wantPeak {
-		t.Errorf("peak concurrency %d, want %d", peak, wantPeak)
+	if peak == 0 {
+		t.Errorf("no cluster was ever enforced")
 	}
 	return order
 }
@@ -95,7 +100,7 @@ func TestRollout_Progressive_NeverExceedsMaxConcurrencyAndJoinsAddedClusters(t *
 	})
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 7))
 
-	order := expectNoViolations(t, iw, 2)
+	order := expectNoViolations(t, iw)
 	if len(order) != 7 {
 		t.Errorf("enforced %v, want each of the 7 clusters once", order)
 	}
@@ -185,7 +190,10 @@ func TestRollout_ProgressivePerGroup_MandatoryFirstThenStopsWhenFailureBudgetSpe
 	e.eventually("RolloutStopped event", func() (bool, string) {
 		return e.hasEvent("p", "RolloutStopped", p1), "no event"
 	})
-	order := expectNoViolations(t, iw, 2)
+	e.eventually("the prod group started in one decision", func() (bool, string) {
+		return e.hasEvent("p", "RolloutStarted", p1+", "+p2) || e.hasEvent("p", "RolloutStarted", p2+", "+p1), "no RolloutStarted event names both"
+	})
+	order := expectNoViolations(t, iw)
 	if len(order) == 0 || order[0] != k1 {
 		t.Errorf("enforced in order %v, want the canary %s first", order, k1)
 	}
@@ -242,7 +250,7 @@ func TestRollout_SpecChangeMidRolloutRestartsFromPass1(t *testing.T) {
 		return enforced == 1 && len(withStatus(r, policyv1.RolloutToApply)) == 2, fmt.Sprint(statuses(r))
 	})
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 3))
-	expectNoViolations(t, iw, 1)
+	expectNoViolations(t, iw)
 }
 
 func TestRollout_HubRestartMidRolloutKeepsEveryInvariant(t *testing.T) {
@@ -266,7 +274,7 @@ func TestRollout_HubRestartMidRolloutKeepsEveryInvariant(t *testing.T) {
 	}
 	e.startHub()
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 6))
-	order := expectNoViolations(t, iw, 2)
+	order := expectNoViolations(t, iw)
 	if len(order) != 6 {
 		t.Errorf("enforced %v, want each of the 6 clusters once", order)
 	}

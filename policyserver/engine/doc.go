@@ -13,6 +13,8 @@
 //   - gatekeeper: a ConstraintTemplate's Rego, input {review, parameters}, empty violation set allows.
 //
 // Every evaluation runs under a deadline (a runaway guest is interrupted through wazero's
-// close-on-context-done, not waited for) and a memory limit; guests get no filesystem, no
-// network, and no host capability beyond what their ABI grants.
+// close-on-context-done, not waited for) and a memory limit; guests get no filesystem and no
+// network. A waPC guest may ask the engine's Host for Kubewarden's host capabilities (cluster
+// lookups limited to its policy's ContextAwareResources, registry digests, …); those calls run
+// under the same deadline.
 package engine

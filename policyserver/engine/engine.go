@@ -34,6 +34,9 @@ type Options struct {
 	MaxInstancesPerPolicy int
 	// Logger receives guest console output and lifecycle messages.
 	Logger logr.Logger
+	// Host serves waPC guests' host calls (Kubewarden's host capabilities); nil answers every
+	// call with an error that says the server has none.
+	Host Host
 }
 
 // Engine compiles and runs policy modules. It is safe for concurrent use.

@@ -51,7 +51,7 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 				release()
 			}
 		}()
-		if create, err = e.kubewardenCreate(spec.ExecutionMode, compiled); err != nil {
+		if create, err = e.kubewardenCreate(spec, compiled); err != nil {
 			return nil, err
 		}
 		p.payload = func(req []byte) []byte { return kubewardenPayload(req, settings) }
@@ -90,8 +90,8 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 	return p, nil
 }
 
-func (e *Engine) kubewardenCreate(mode ExecutionMode, compiled wazero.CompiledModule) (func(ctx context.Context) (instance, error), error) {
-	if mode == ModeWASI {
+func (e *Engine) kubewardenCreate(spec Spec, compiled wazero.CompiledModule) (func(ctx context.Context) (instance, error), error) {
+	if spec.ExecutionMode == ModeWASI {
 		if err := checkWASIModule(compiled); err != nil {
 			return nil, err
 		}
@@ -100,7 +100,11 @@ func (e *Engine) kubewardenCreate(mode ExecutionMode, compiled wazero.CompiledMo
 	if err := checkWaPCModule(compiled); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (instance, error) { return e.newWaPCInstance(ctx, compiled) }, nil
+	host := func(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
+		return e.callHost(ctx, HostCall{Policy: spec.Name, Allowed: spec.ContextAwareResources,
+			Binding: binding, Namespace: namespace, Operation: operation, Payload: payload})
+	}
+	return func(ctx context.Context) (instance, error) { return e.newWaPCInstance(ctx, compiled, host) }, nil
 }
 
 // ValidateSettings asks the policy whether it accepts settings.
@@ -146,7 +150,12 @@ func (p *Policy) withInstance(ctx context.Context, f func(context.Context, insta
 	start := time.Now()
 	err = f(evalCtx, inst)
 	if errors.Is(err, ErrTimeout) {
-		return fmt.Errorf("%w after %s (limit %s)", ErrTimeout, time.Since(start).Round(time.Millisecond), p.spec.timeout())
+		waited := ""
+		var hw *hostWaitError
+		if errors.As(err, &hw) {
+			waited = ", waiting for host capability " + hw.capability
+		}
+		return fmt.Errorf("%w after %s (limit %s)%s", ErrTimeout, time.Since(start).Round(time.Millisecond), p.spec.timeout(), waited)
 	}
 	return err
 }

@@ -51,6 +51,9 @@ type Spec struct {
 	// Entrypoint is the Rego rule to evaluate (opa, gatekeeper), e.g. "policy/main"; empty
 	// means the module's first entrypoint.
 	Entrypoint string
+	// ContextAwareResources are the kinds a waPC policy may read through the Host; nil means
+	// none.
+	ContextAwareResources []Resource
 }
 
 func (s Spec) timeout() time.Duration {

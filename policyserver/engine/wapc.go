@@ -13,8 +13,8 @@ import (
 // waPC (https://wapc.io), Kubewarden's native policy ABI: the host calls the guest's
 // __guest_call(operation_len, payload_len); the guest pulls operation and payload with
 // __guest_request and answers through __guest_response or __guest_error. Guests may call the
-// host (__host_call) for capabilities such as Kubernetes lookups; this host offers none yet and
-// says so in the error the guest receives.
+// host (__host_call) for capabilities such as Kubernetes lookups; the engine's Host serves them
+// and its answer or error reaches the guest through __host_response or __host_error.
 
 const wapcHostModule = "wapc"
 
@@ -24,8 +24,15 @@ type wapcCall struct {
 	payload   []byte
 	response  []byte
 	guestErr  string
+	host      hostFunc
+	hostResp  []byte
 	hostErr   string
+	// interruptedIn names the capability the guest was waiting for when the deadline struck.
+	interruptedIn string
 }
+
+// hostFunc serves one __host_call for the policy an instance belongs to.
+type hostFunc func(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error)
 
 type wapcCallKey struct{}
 
@@ -58,16 +65,30 @@ func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger)
 	}, []api.ValueType{i32, i32}, nil)
 	fn("__host_call", func(ctx context.Context, m api.Module, stack []uint64) {
 		c := currentWaPCCall(ctx)
-		binding := readGuest(m, stack[0], stack[1], "__host_call")
-		namespace := readGuest(m, stack[2], stack[3], "__host_call")
-		operation := readGuest(m, stack[4], stack[5], "__host_call")
-		c.hostErr = fmt.Sprintf("host capability %s/%s/%s is not available in this policy server", binding, namespace, operation)
-		stack[0] = 0
+		binding := string(readGuest(m, stack[0], stack[1], "__host_call"))
+		namespace := string(readGuest(m, stack[2], stack[3], "__host_call"))
+		operation := string(readGuest(m, stack[4], stack[5], "__host_call"))
+		payload := readGuest(m, stack[6], stack[7], "__host_call")
+		resp, err := c.host(ctx, binding, namespace, operation, payload)
+		if err != nil {
+			c.hostResp, c.hostErr = nil, err.Error()
+			if ctx.Err() != nil {
+				c.interruptedIn = binding + "/" + namespace + "/" + operation
+			}
+			stack[0] = 0
+			return
+		}
+		c.hostResp, c.hostErr = resp, ""
+		stack[0] = 1
 	}, []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32})
 	fn("__host_response_len", func(ctx context.Context, m api.Module, stack []uint64) {
-		stack[0] = 0
+		stack[0] = uint64(len(currentWaPCCall(ctx).hostResp))
 	}, nil, []api.ValueType{i32})
-	fn("__host_response", func(ctx context.Context, m api.Module, stack []uint64) {}, []api.ValueType{i32}, nil)
+	fn("__host_response", func(ctx context.Context, m api.Module, stack []uint64) {
+		if !m.Memory().Write(api.DecodeU32(stack[0]), currentWaPCCall(ctx).hostResp) {
+			panic(errors.New("__host_response: buffer out of guest memory"))
+		}
+	}, []api.ValueType{i32}, nil)
 	fn("__host_error_len", func(ctx context.Context, m api.Module, stack []uint64) {
 		stack[0] = uint64(len(currentWaPCCall(ctx).hostErr))
 	}, nil, []api.ValueType{i32})
@@ -120,10 +141,11 @@ type wapcInstance struct {
 	module    api.Module
 	guestCall api.Function
 	stderr    *stderrHead
+	host      hostFunc
 	broken    bool
 }
 
-func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule) (*wapcInstance, error) {
+func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule, host hostFunc) (*wapcInstance, error) {
 	stderr := &stderrHead{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
@@ -136,16 +158,20 @@ func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledMo
 	if err != nil {
 		return nil, fmt.Errorf("instantiate waPC guest: %w", guestError(ctx, err, stderr))
 	}
-	return &wapcInstance{module: m, guestCall: m.ExportedFunction("__guest_call"), stderr: stderr}, nil
+	return &wapcInstance{module: m, guestCall: m.ExportedFunction("__guest_call"), stderr: stderr, host: host}, nil
 }
 
 func (i *wapcInstance) call(ctx context.Context, operation string, payload []byte) ([]byte, error) {
-	c := &wapcCall{operation: operation, payload: payload}
+	c := &wapcCall{operation: operation, payload: payload, host: i.host}
 	i.stderr.reset()
 	res, err := i.guestCall.Call(context.WithValue(ctx, wapcCallKey{}, c), uint64(len(operation)), uint64(len(payload)))
 	if err != nil {
 		i.broken = true
-		return nil, guestError(ctx, err, i.stderr)
+		err = guestError(ctx, err, i.stderr)
+		if errors.Is(err, ErrTimeout) && c.interruptedIn != "" {
+			return nil, &hostWaitError{capability: c.interruptedIn}
+		}
+		return nil, err
 	}
 	if uint32(res[0]) != 1 {
 		return nil, fmt.Errorf("guest returned an error for %s: %s", operation, c.guestErr)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/engine"
 	"regent.dev/regent/policyserver/lifecycle/cache"
 	"regent.dev/regent/policyserver/lifecycle/signing"
@@ -195,7 +196,8 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 			return digest, "", &stepError{ReasonSignError, fmt.Errorf("entry just signed does not verify: %w", err)}
 		}
 	}
-	spec := engine.Spec{Name: rev.key.Name, Module: opened.Wasm, ExecutionMode: engine.ExecutionMode(opened.Manifest.ExecutionMode), Entrypoint: opened.Manifest.Entrypoint}
+	spec := engine.Spec{Name: rev.key.Name, Module: opened.Wasm, ExecutionMode: engine.ExecutionMode(opened.Manifest.ExecutionMode),
+		Entrypoint: opened.Manifest.Entrypoint, ContextAwareResources: policyserver.EngineResources(rev.contextAwareResources())}
 	if rev.spec.Settings != nil {
 		spec.Settings = rev.spec.Settings.Raw
 	}
@@ -216,7 +218,8 @@ func newLeader(ctx context.Context, opts Options, reader client.Reader, api clie
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("leader cache: %w", err)
 	}
-	e, err := engine.New(ctx, engine.Options{CacheDir: dir, MaxInstancesPerPolicy: 1, Logger: opts.Logger})
+	// The host is the replica's: a policy may look things up while it validates its settings.
+	e, err := engine.New(ctx, engine.Options{CacheDir: dir, MaxInstancesPerPolicy: 1, Logger: opts.Logger, Host: opts.Server.Host})
 	if err != nil {
 		return nil, fmt.Errorf("leader engine: %w", err)
 	}

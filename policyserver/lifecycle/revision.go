@@ -65,7 +65,18 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 	if r.spec.TimeoutSeconds != nil {
 		pc.TimeoutSeconds = int64(*r.spec.TimeoutSeconds)
 	}
+	pc.ContextAwareResources = r.contextAwareResources()
 	return pc
+}
+
+// contextAwareResources are the kinds the revision's policy may read. An AdmissionPolicy gets
+// none, as in Kubewarden: namespace users write those, and must not read the cluster through
+// the policy server. Its CRD refuses the field; this also covers data written before that rule.
+func (r revision) contextAwareResources() []kubewardenv1.ContextAwareResource {
+	if r.Spec.ObjectReference.Kind == kubewardenv1.KindAdmissionPolicy {
+		return nil
+	}
+	return r.spec.ContextAwareResources
 }
 
 func (r revision) condition(typ string, replica *int32, ok bool, reason, message string) kubewardenv1.PolicyCondition {

@@ -24,6 +24,7 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle/cache"
 	"regent.dev/regent/policyserver/lifecycle/pull"
 	"regent.dev/regent/policyserver/lifecycle/signing"
@@ -46,7 +47,9 @@ type Options struct {
 	// Version names this build in the shared cache (default cache.DefaultVersion()).
 	Version string
 	// Server configures serving; Server.CacheDir is the replica's private compilation cache
-	// (default a directory under os.TempDir()). Server.PoliciesFile must be empty.
+	// (default a directory under os.TempDir()). Server.PoliciesFile must be empty. A nil
+	// Server.Host gets host capabilities that read the cluster through Config and pull from
+	// registries with Pull's CAs.
 	Server policyserver.Options
 	// Pull configures module pulls (CAs for https and registries).
 	Pull pull.Options
@@ -132,6 +135,14 @@ func Run(ctx context.Context, opts Options) error {
 	api, err := client.New(opts.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	if opts.Server.Host == nil {
+		if opts.Server.Host, err = capabilities.New(capabilities.Options{
+			Kubernetes: opts.Config, RegistryCAs: opts.Pull.CAs, InsecureRegistries: opts.Pull.InsecureRegistries,
+			Clock: opts.Clock, Logger: opts.Logger.WithName("policy"),
+		}); err != nil {
+			return fmt.Errorf("policy server lifecycle: %w", err)
+		}
 	}
 	informers, err := crcache.New(opts.Config, crcache.Options{
 		Scheme:            scheme.Scheme,

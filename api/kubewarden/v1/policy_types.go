@@ -75,6 +75,24 @@ type PolicySpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	BackgroundAudit bool `json:"backgroundAudit,omitempty"`
+
+	// ContextAwareResources are the kinds the policy may read from the cluster while it
+	// evaluates (Kubewarden's context-aware policies); a lookup of any other kind fails. Only
+	// ClusterAdmissionPolicies may have them: an AdmissionPolicy is written by namespace users,
+	// who must not read the cluster through the policy server's service account.
+	// +listType=atomic
+	// +optional
+	ContextAwareResources []ContextAwareResource `json:"contextAwareResources,omitempty"`
+}
+
+// ContextAwareResource is a kind a policy may read, named as in a manifest.
+type ContextAwareResource struct {
+	// APIVersion is the kind's group/version ("v1" for the core group), e.g. "apps/v1".
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+	// Kind is the resource's kind, e.g. "Namespace".
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
 }
 
 // PolicyPhase is what a user reads at a glance.
@@ -177,6 +195,7 @@ type AdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
 	Spec   PolicySpec   `json:"spec"`
 	Status PolicyStatus `json:"status,omitempty"`
 }
