@@ -67,6 +67,13 @@ type Options struct {
 	keepLeaseOnStop bool
 }
 
+// DefaultQPS and DefaultBurst limit a replica's requests to its apiserver when Config sets no
+// limit of its own.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 100
+)
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Config == nil {
 		return o, errors.New("policy server lifecycle: no apiserver configuration")
@@ -82,6 +89,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Namespace == "" {
 		o.Namespace = "regent-system"
+	}
+	if o.Config.QPS == 0 {
+		// client-go's fallback (5/s, burst 10) would queue a replica's Ready reports behind each
+		// other when many revisions load at once.
+		o.Config = rest.CopyConfig(o.Config)
+		o.Config.QPS, o.Config.Burst = DefaultQPS, DefaultBurst
 	}
 	if o.PolicyServer == "" {
 		o.PolicyServer = "default"
