@@ -31,11 +31,23 @@ const AddonName = "regent"
 // DefaultInstallNamespace is where OCM installs addon agents on a managed cluster.
 const DefaultInstallNamespace = "open-cluster-management-agent-addon"
 
+// Client rate limits used when a configuration sets none. client-go's own fallback (5/s, burst
+// 10) made every policy change wait in the client: a change takes several local writes and a
+// status write to the hub. The local apiserver is the cluster's own; the hub is shared by the
+// whole fleet, so the addon asks less of it.
+const (
+	DefaultLocalQPS   = 50
+	DefaultLocalBurst = 100
+	DefaultHubQPS     = 20
+	DefaultHubBurst   = 50
+)
+
 // Options configure the spoke addon.
 type Options struct {
-	// Hub is the addon's hub identity; it needs only its cluster namespace.
+	// Hub is the addon's hub identity; it needs only its cluster namespace. Without a QPS of its
+	// own it gets DefaultHubQPS/DefaultHubBurst.
 	Hub *rest.Config
-	// Local is the managed cluster.
+	// Local is the managed cluster; DefaultLocalQPS/DefaultLocalBurst without a QPS of its own.
 	Local *rest.Config
 	// ClusterName is the managed cluster's name and its namespace on the hub and on the cluster.
 	ClusterName string
@@ -65,6 +77,8 @@ func New(opts Options) (manager.Manager, error) {
 	if opts.MetricsAddr == "" {
 		opts.MetricsAddr = "0"
 	}
+	opts.Local = withRateLimit(opts.Local, DefaultLocalQPS, DefaultLocalBurst)
+	opts.Hub = withRateLimit(opts.Hub, DefaultHubQPS, DefaultHubBurst)
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
 		Scheme:  scheme.Scheme,
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
@@ -142,6 +156,16 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// withRateLimit returns cfg with qps and burst when it sets no QPS; cfg itself is not changed.
+func withRateLimit(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	if cfg == nil || cfg.QPS != 0 {
+		return cfg
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = qps, burst
+	return cfg
 }
 
 func ensureNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {

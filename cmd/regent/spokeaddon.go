@@ -13,6 +13,8 @@ import (
 func newSpokeAddonCommand() *cobra.Command {
 	var opts spokeaddon.Options
 	var hubKubeconfig, kubeconfig, policyServerURL, policyServerCA string
+	var qps, hubQPS float32
+	var burst, hubBurst int
 	cmd := &cobra.Command{
 		Use:   "spoke-addon",
 		Short: "Run the addon on a managed cluster: policy sync, templates, ConfigurationPolicy, status",
@@ -25,6 +27,8 @@ func newSpokeAddonCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			hubCfg.QPS, hubCfg.Burst = hubQPS, hubBurst
+			localCfg.QPS, localCfg.Burst = qps, burst
 			opts.Hub, opts.Local = hubCfg, localCfg
 			if policyServerURL != "" {
 				opts.Admission.WebhookURL = func(string) string { return policyServerURL }
@@ -44,6 +48,11 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
 	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
 	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")
+	// The names of OCM's agents' flags.
+	f.Float32Var(&qps, "kube-api-qps", spokeaddon.DefaultLocalQPS, "requests per second to the managed cluster's apiserver")
+	f.IntVar(&burst, "kube-api-burst", spokeaddon.DefaultLocalBurst, "request burst to the managed cluster's apiserver")
+	f.Float32Var(&hubQPS, "hub-kube-api-qps", spokeaddon.DefaultHubQPS, "requests per second to the hub apiserver")
+	f.IntVar(&hubBurst, "hub-kube-api-burst", spokeaddon.DefaultHubBurst, "request burst to the hub apiserver")
 	_ = cmd.MarkFlagRequired("hub-kubeconfig")
 	_ = cmd.MarkFlagRequired("cluster-name")
 	return cmd
