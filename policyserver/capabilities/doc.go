@@ -1,0 +1,18 @@
+// Package capabilities serves Kubewarden's host capabilities to waPC policies, so context-aware
+// Kubewarden policies run unchanged: a guest calls __host_call with binding "kubewarden", a
+// namespace and an operation, and gets JSON back in the shapes Kubewarden's SDKs expect.
+//
+// Served:
+//   - kubernetes: get_resource, list_resources_by_namespace, list_resources_all (through a
+//     dynamic client; apiVersion and kind resolved by discovery) and can_i (a
+//     SubjectAccessReview). Reads are limited to the kinds in the calling policy's
+//     contextAwareResources; answers are reused for a few seconds (Kubewarden's five), unless a
+//     get_resource or can_i asks for disable_cache.
+//   - oci: v1/manifest_digest and v1/oci_manifest, cached for a minute as in Kubewarden.
+//   - net: v1/dns_lookup_host.
+//   - crypto: v1/is_certificate_trusted.
+//   - tracing: log, a guest's log line into the server's logger.
+//
+// Sigstore verification (oci v1/verify, v2/verify) and oci v1/oci_manifest_config are not
+// served: a guest asking for them gets an error that says so.
+package capabilities
