@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,7 @@ import (
 func testModules(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range []string{"wapc-labels", "wapc-misbehave", "wasi-privileged"} {
+	for _, name := range []string{"wapc-labels", "wapc-misbehave", "wasi-privileged", "wapc-context"} {
 		b, err := guests.Build(name)
 		if err != nil {
 			t.Fatal(err)
@@ -89,15 +90,24 @@ type testServer struct {
 	*Server
 	url    string
 	client *http.Client
+	// caPEM is what an apiserver's webhook configuration needs to trust the server.
+	caPEM []byte
 }
 
 func newTestServer(t testing.TB, dir, config string) *testServer {
+	t.Helper()
+	return newTestServerWith(t, dir, config, Options{})
+}
+
+// newTestServerWith is newTestServer with opts (its CacheDir is set here).
+func newTestServerWith(t testing.TB, dir, config string, opts Options) *testServer {
 	t.Helper()
 	cacheDir, err := guests.CacheDir("wazero")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServer(context.Background(), Options{CacheDir: cacheDir})
+	opts.CacheDir = cacheDir
+	s, err := NewServer(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +123,8 @@ func newTestServer(t testing.TB, dir, config string) *testServer {
 	}
 	hs := httptest.NewTLSServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return &testServer{Server: s, url: hs.URL, client: hs.Client()}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
+	return &testServer{Server: s, url: hs.URL, client: hs.Client(), caPEM: ca}
 }
 
 // post sends an AdmissionReview for request to path and returns the status and the response.

@@ -22,6 +22,7 @@ func TestLifecycle(t *testing.T) {
 	e := newEnv(t)
 	t.Run("LeaderInitializesFromEverySource_ReplicaServesAndReportsReady", func(t *testing.T) { testSources(t, e) })
 	t.Run("BadModulesSettingsAndRegistries_AreConditionsNotCrashes", func(t *testing.T) { testFailures(t, e) })
+	t.Run("ContextAwareRevision_ReadsTheClusterThroughTheReplicasConfig", func(t *testing.T) { testContextAware(t, e) })
 }
 
 func testSources(t *testing.T, e *env) {
