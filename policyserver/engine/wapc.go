@@ -72,7 +72,7 @@ func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger)
 		resp, err := c.host(ctx, binding, namespace, operation, payload)
 		if err != nil {
 			c.hostResp, c.hostErr = nil, err.Error()
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && c.interruptedIn == "" { // the first call cut short is the slow one
 				c.interruptedIn = binding + "/" + namespace + "/" + operation
 			}
 			stack[0] = 0
@@ -172,6 +172,12 @@ func (i *wapcInstance) call(ctx context.Context, operation string, payload []byt
 			return nil, &hostWaitError{capability: c.interruptedIn}
 		}
 		return nil, err
+	}
+	if c.interruptedIn != "" {
+		// The guest answered after its deadline, on the strength of a lookup the deadline cut
+		// short: the timeout is the true outcome, whatever the guest made of the error it got.
+		i.broken = true
+		return nil, &hostWaitError{capability: c.interruptedIn}
 	}
 	if uint32(res[0]) != 1 {
 		return nil, fmt.Errorf("guest returned an error for %s: %s", operation, c.guestErr)
