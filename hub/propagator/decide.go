@@ -50,12 +50,15 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 	// The root's record is for the rollout of the generation in its Rollout condition; any spec
 	// change since starts a new rollout from pass 1.
 	recorded := map[string]*policyv1.CompliancePerClusterStatus{}
+	current := false
 	if c := meta.FindStatusCondition(root.Status.Conditions, rolloutCondition); c != nil && c.ObservedGeneration == root.Generation {
+		current = true
 		for _, line := range root.Status.Status {
 			recorded[line.ClusterName] = line
 		}
 	}
 	clusters := map[string]rollout.Cluster{}
+	anyActive := false
 	for name := range in.groups.GetClusters() {
 		c := rollout.Cluster{}
 		if line := recorded[name]; line != nil {
@@ -64,10 +67,22 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		if rep := in.replicas[name]; rep != nil && specMatches(rep, active(name), sp.hash[active(name)]) {
 			c.Active = true
 			c.Reported = reportOf(rep)
+			anyActive = true
 		}
 		clusters[name] = c
 	}
-	d, err := planner.Plan(rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters})
+	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters}
+	// Pass 1 of a progressive rollout: nothing recorded for this generation yet. A replica that
+	// already enforces this generation means turns were handed out and the record was lost; the
+	// planner takes that as evidence instead of starting over.
+	firstPass := mode == rollout.Progressive && !current && !anyActive
+	var d rollout.Decision
+	var err error
+	if firstPass {
+		d, err = planner.FirstPass(rin)
+	} else {
+		d, err = planner.Plan(rin)
+	}
 	if err != nil {
 		return out, err
 	}

@@ -26,6 +26,25 @@ type inFlightWatch struct {
 	done       chan struct{}
 	// enforcedEver lists every cluster that carried an enforced replica, in order.
 	enforcedEver []string
+	// seen is every replica version observed, in commit order.
+	seen []*policyv1.Policy
+}
+
+// firstCarrying returns, per cluster, the remediation of the first replica version whose
+// template contains marker: how that version of the root first reached the cluster.
+func (iw *inFlightWatch) firstCarrying(marker string) map[string]policyv1.RemediationAction {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	out := map[string]policyv1.RemediationAction{}
+	for _, p := range iw.seen {
+		if _, ok := out[p.Namespace]; ok || len(p.Spec.PolicyTemplates) == 0 {
+			continue
+		}
+		if strings.Contains(string(p.Spec.PolicyTemplates[0].ObjectDefinition.Raw), marker) {
+			out[p.Namespace] = p.Spec.RemediationAction
+		}
+	}
+	return out
 }
 
 func (e *env) watchInFlight(root string, max int) *inFlightWatch {
@@ -58,6 +77,7 @@ func (iw *inFlightWatch) observe(t watch.EventType, p *policyv1.Policy) {
 	}
 	prev := iw.replicas[p.Namespace]
 	iw.replicas[p.Namespace] = p
+	iw.seen = append(iw.seen, p)
 	if p.Spec.RemediationAction == policyv1.Enforce && (prev == nil || prev.Spec.RemediationAction != policyv1.Enforce) {
 		iw.enforcedEver = append(iw.enforcedEver, p.Namespace)
 	}

@@ -84,6 +84,11 @@ func TestRollout_Progressive_NeverExceedsMaxConcurrencyAndJoinsAddedClusters(t *
 		return len(withStatus(r, policyv1.RolloutProgressing)) == 2 && len(withStatus(r, policyv1.RolloutToApply)) == 3,
 			fmt.Sprint(statuses(r))
 	})
+	for cluster, action := range iw.firstCarrying(`"severity"`) {
+		if action != policyv1.Inform {
+			t.Errorf("%s's replica was created as %s, want inform (pass 1)", cluster, action)
+		}
+	}
 
 	// Two clusters done, a cluster joins mid-rollout with a name before every other.
 	e.drive("p", compliant, func(r *policyv1.Policy) bool { return len(withStatus(r, policyv1.RolloutSucceeded)) >= 2 })
@@ -232,6 +237,15 @@ func TestRollout_SpecChangeMidRolloutRestartsFromPass1(t *testing.T) {
 			`{"apiVersion":"policy.open-cluster-management.io/v1","kind":"ConfigurationPolicy","metadata":{"name":"p"},"spec":{"severity":"high","object-templates":[]}}`)}
 	})
 	gen := e.root("p").Generation
+	e.eventually("pass 1: the new version reaches every cluster as inform", func() (bool, string) {
+		first := iw.firstCarrying(`"high"`)
+		return len(first) == 3, fmt.Sprint(first)
+	})
+	for cluster, action := range iw.firstCarrying(`"high"`) {
+		if action != policyv1.Inform {
+			t.Errorf("the new version reached %s as %s first, want inform (pass 1)", cluster, action)
+		}
+	}
 	e.eventually("new version everywhere, one cluster enforced", func() (bool, string) {
 		r := e.root("p")
 		c := meta.FindStatusCondition(r.Status.Conditions, "Rollout")

@@ -154,6 +154,35 @@ func (p *Planner) Plan(in Input) (Decision, error) {
 	return out, nil
 }
 
+// FirstPass is the first decision of a progressive rollout (a new enforce root, or a changed
+// spec): every selected cluster gets the new version as inform and waits, ToApply, for its turn.
+// Turns are handed out by Plan from the next decision on, once the root has recorded this one, so
+// every cluster carries the new version before any enforces it. The strategy is checked here
+// already, so a bad one is reported before anything is written.
+func (p *Planner) FirstPass(in Input) (Decision, error) {
+	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
+	selected := in.Groups.GetClusters()
+	groupOf := in.Groups.ClusterToGroupKey()
+	out := Decision{Clusters: make(map[string]Cluster, selected.Len())}
+	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
+	for _, name := range sortedNames(selected) {
+		c := in.Clusters[name]
+		c.Status, c.LastTransitionTime = policyv1.RolloutToApply, now.DeepCopy()
+		out.Clusters[name] = c
+		existing = append(existing, sdkv1alpha1.ClusterRolloutStatus{ClusterName: name, GroupKey: groupOf[name],
+			Status: sdkv1alpha1.ToApply, LastTransitionTime: c.LastTransitionTime})
+	}
+	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(in.Groups), nil)
+	if err != nil {
+		return out, fmt.Errorf("rollout handler: %w", err)
+	}
+	if _, _, err := handler.GetRolloutCluster(in.Strategy, existing); err != nil {
+		return out, fmt.Errorf("rollout strategy %s: %w", in.Strategy.Type, err)
+	}
+	out.Aggregate = aggregate(out, false)
+	return out, nil
+}
+
 // aggregate is the root's rollout status: Progressing (ToApply included) while any cluster still
 // has to apply, report or soak, Failed when the budget is spent or the rollout ended with failures,
 // Succeeded otherwise. TimeOut is not an aggregate value; it counts as a failure.
