@@ -72,7 +72,9 @@ func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger)
 		resp, err := c.host(ctx, binding, namespace, operation, payload)
 		if err != nil {
 			c.hostResp, c.hostErr = nil, err.Error()
-			if ctx.Err() != nil && c.interruptedIn == "" { // the first call cut short is the slow one
+			// The first call the deadline cut short is the slow one; a caller that went away is not
+			// a timeout.
+			if c.interruptedIn == "" && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 				c.interruptedIn = binding + "/" + namespace + "/" + operation
 			}
 			stack[0] = 0
