@@ -6,8 +6,8 @@
 //   - kubernetes: get_resource, list_resources_by_namespace, list_resources_all (through a
 //     dynamic client; apiVersion and kind resolved by discovery) and can_i (a
 //     SubjectAccessReview). Reads are limited to the kinds in the calling policy's
-//     contextAwareResources; answers are reused for a few seconds (Kubewarden's five), unless a
-//     get_resource or can_i asks for disable_cache.
+//     contextAwareResources; answers are reused for a few seconds (Kubewarden's five), unless the
+//     request asks for disable_cache (Kubewarden defines it for get_resource and can_i).
 //   - oci: v1/manifest_digest and v1/oci_manifest, cached for a minute as in Kubewarden.
 //   - net: v1/dns_lookup_host.
 //   - crypto: v1/is_certificate_trusted.
