@@ -13,6 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// tokenRoleBinding grants HubRole to the ServiceAccount IssueHubIdentity issues tokens for.
+const tokenRoleBinding = "regent-addon-token"
+
 // IssueHubIdentity gives a cluster's addon its hub identity: a ServiceAccount in the cluster
 // namespace bound to HubRole, and a token for it from the TokenRequest API. It returns a client
 // configuration for the hub that carries only that token. hubAdmin must be allowed to create
@@ -30,7 +33,12 @@ func IssueHubIdentity(ctx context.Context, hubAdmin *rest.Config, clusterName st
 		return nil, fmt.Errorf("addon role in %s: %w", clusterName, err)
 	}
 	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: clusterName}
-	if _, err := kube.RbacV1().RoleBindings(clusterName).Create(ctx, HubRoleBinding(clusterName, subject), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A binding of its own: the addon manager owns HubRoleBinding's name and, once the cluster's
+	// ManagedClusterAddOn exists, rewrites its subjects to the identities OCM issues, which would
+	// lock this token out.
+	binding := HubRoleBinding(clusterName, subject)
+	binding.Name = tokenRoleBinding
+	if _, err := kube.RbacV1().RoleBindings(clusterName).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("addon role binding in %s: %w", clusterName, err)
 	}
 	tr, err := kube.CoreV1().ServiceAccounts(clusterName).CreateToken(ctx, sa.Name,
