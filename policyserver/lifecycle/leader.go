@@ -144,6 +144,11 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys) string {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
 	digest, key, err := l.prepareRevision(ctx, rev, keys)
+	// The leader loads a policy only to validate it, then closes it: what it copied or compiled
+	// into its private directory has served, and the signed entry is where replicas load from.
+	if n := newPrivateFiles(l.privateDir).sweep(); n > 0 {
+		log.V(1).Info("cleared the leader's private files", "files", n)
+	}
 	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
 	var se *stepError

@@ -41,6 +41,8 @@ type replica struct {
 	mu     sync.Mutex
 	loaded map[registry.Key]served
 	failed map[types.UID]time.Time
+	files  *privateFiles
+	swept  bool
 
 	ready   atomic.Bool
 	waiting atomic.Value // []string: the revisions not loaded yet, for /readyz
@@ -72,10 +74,13 @@ func (r *replica) sync(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	unloaded := false
 	for k, s := range r.loaded {
 		if rev, ok := want[k]; !ok || rev.UID != s.uid {
 			r.server.UnloadRevision(k)
 			delete(r.loaded, k)
+			r.files.unloaded(k)
+			unloaded = true
 			r.log.Info("revision unloaded", "policy", k.Name, "generation", k.Generation)
 		}
 	}
@@ -108,6 +113,14 @@ func (r *replica) sync(ctx context.Context) error {
 			verifier, verifierErr = r.readVerifier(ctx)
 		}
 		r.load(ctx, rev, verifier, verifierErr)
+	}
+	if unloaded || !r.swept {
+		// After loading, so what this sync loaded is kept; the first sync also clears what an
+		// earlier process left that nothing loads now.
+		if n := r.files.sweep(); n > 0 {
+			r.log.Info("removed private cache files no loaded revision needs", "files", n)
+		}
+		r.swept = true
 	}
 	var waiting []string
 	for _, k := range keys {
@@ -149,6 +162,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		wasm                   []byte
 		executionMode, entrypt string
 	)
+	r.files.beginLoad()
 	err := verifierErr
 	var opened cache.Opened
 	if err == nil {
@@ -192,6 +206,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		return
 	}
 	delete(r.failed, rev.UID)
+	r.files.loaded(rev.key, wasm, modPath, opened)
 	c := rev.condition(kubewardenv1.ConditionReady, &r.number, true, reason, message)
 	r.loaded[rev.key] = served{uid: rev.UID, cond: c}
 	log.Info("revision loaded", "reason", reason)

@@ -16,6 +16,7 @@ import (
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/policyserver"
 )
 
 func TestLifecycleReplicas(t *testing.T) {
@@ -66,7 +67,9 @@ func testFailover(t *testing.T, e *env) {
 func testReplicas(t *testing.T, e *env) {
 	const ps = "replicas"
 	shared := e.policyServer(t, ps)
-	r0 := e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1"})
+	private0 := filepath.Join(t.TempDir(), "private-0")
+	r0 := e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1",
+		Server: policyserver.Options{CacheDir: private0}})
 	r1 := e.startReplica(t, Options{PolicyServer: ps, Replica: 1, SharedCache: shared, Version: "v1"})
 
 	g1 := e.createRevision(t, ps, "latest", 1, regoSpec(writeFile(t, "g1.rego", regoSource(t, "g1"))))
@@ -86,6 +89,14 @@ func testReplicas(t *testing.T, e *env) {
 	// Disabled: unloaded by every replica, and its cache entry collected.
 	g1 = e.waitRevision(t, g1.Name, "read", func(*kubewardenv1.PolicyRevision) bool { return true })
 	g1Entry := filepath.Join(shared, "v1", g1.Status.CacheKey)
+	g1Private := privateCopies(t, g1Entry, private0)
+	g2 = e.waitRevision(t, g2.Name, "read", func(*kubewardenv1.PolicyRevision) bool { return true })
+	g2Private := privateCopies(t, filepath.Join(shared, "v1", g2.Status.CacheKey), private0)
+	for _, f := range append(g1Private, g2Private...) {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("replica 0 serves generations 1 and 2 but its private copy %s is missing: %v", f, err)
+		}
+	}
 	fleettest.Edit(t, e.client, g1, func(r *kubewardenv1.PolicyRevision) { r.Spec.Enabled = false })
 	eventually(t, "generation 1 unloaded and its entry collected", func() bool {
 		c0, _ := r0.review(t, "/validate/clusterwide-latest/1", "nginx:1")
@@ -93,6 +104,20 @@ func testReplicas(t *testing.T, e *env) {
 		_, err := os.Stat(g1Entry)
 		return c0 == http.StatusNotFound && c1 == http.StatusNotFound && os.IsNotExist(err)
 	})
+	// The replica's private copies of generation 1's module go too; generation 2's stay.
+	eventually(t, "generation 1's private files removed from replica 0", func() bool {
+		for _, f := range g1Private {
+			if _, err := os.Stat(f); !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, f := range g2Private {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("generation 2 is still served but %s is gone: %v", f, err)
+		}
+	}
 
 	// Tampered compiled code: replica 2 refuses it, says so, compiles privately and serves.
 	g2 = e.waitRevision(t, g2.Name, "read", func(*kubewardenv1.PolicyRevision) bool { return true })
@@ -139,6 +164,25 @@ func testReplicas(t *testing.T, e *env) {
 			t.Errorf("restarted replica answered %d for generation 3", code)
 		}
 	}
+}
+
+// privateCopies lists the files a replica with private directory dir keeps for the module of a
+// shared cache entry: the module itself and the entry's compiled code.
+func privateCopies(t *testing.T, entry, dir string) []string {
+	t.Helper()
+	out := []string{filepath.Join(dir, "modules", filepath.Base(entry)+".wasm")}
+	err := filepath.WalkDir(entry, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(p, "wazero-") || strings.HasSuffix(p, ".sig") {
+			return err
+		}
+		rel, err := filepath.Rel(entry, p)
+		out = append(out, filepath.Join(dir, rel))
+		return err
+	})
+	if err != nil || len(out) < 2 {
+		t.Fatalf("entry %s: %v, %d files", entry, err, len(out)-1)
+	}
+	return out
 }
 
 // tamper flips a byte in every compiled-code file of an entry.

@@ -183,6 +183,7 @@ func Run(ctx context.Context, opts Options) error {
 		status: statusWriter{client: api, clock: opts.Clock},
 		cache:  cache.Cache{Root: opts.SharedCache, Version: opts.Version}, privateDir: opts.Server.CacheDir,
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
+		files: newPrivateFiles(opts.Server.CacheDir),
 	}
 	ldr, err := newLeader(ctx, opts, informers, api)
 	if err != nil {
