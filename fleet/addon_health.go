@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
@@ -208,12 +211,22 @@ func (h *addonHealth) sync(ctx context.Context, name string) error {
 	if sameAvailability(meta.FindStatusCondition(addon.Status.Conditions, want.Type), want) {
 		return nil
 	}
-	updated := addon.DeepCopy()
+	conditions := slices.Clone(addon.Status.Conditions)
 	want.LastTransitionTime = metav1.NewTime(now)
-	meta.SetStatusCondition(&updated.Status.Conditions, want)
-	// An update, not a patch: the resourceVersion it carries refuses to overwrite conditions the
-	// addon manager wrote since this copy was read.
-	if _, err := h.hub.AddonV1alpha1().ManagedClusterAddOns(h.cluster).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	meta.SetStatusCondition(&conditions, want)
+	// Only the conditions are sent. Without OCM's conversion webhook the registrations
+	// addon-framework writes as v1beta1 are stored as empty entries that v1alpha1 would reject;
+	// the apiserver lets them stand while unchanged, but the Go type writes them back changed. The
+	// resourceVersion makes the apiserver refuse the patch when someone wrote since this read.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": addon.UID, "resourceVersion": addon.ResourceVersion},
+		"status":   map[string]any{"conditions": conditions},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := h.hub.AddonV1alpha1().ManagedClusterAddOns(h.cluster).Patch(ctx, name, types.MergePatchType, patch,
+		metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("write Available of ManagedClusterAddOn %s/%s: %w", h.cluster, name, err)
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 	"open-cluster-management.io/addon-framework/pkg/lease"
@@ -124,6 +126,28 @@ func TestAddonHealth_TurnsAddonLeasesIntoAvailableAsOCMsRegistrationAgentDoes(t 
 		a.available("cluster1", "late", metav1.ConditionUnknown, "ManagedClusterAddOnLeaseNotFound", "The status of late add-on is unknown.")
 	})
 
+	t.Run("WritesBesideRegistrationsTheAddonManagerWroteAsV1beta1", func(t *testing.T) {
+		a.create("cluster1", "registered", nil)
+		a.available("cluster1", "registered", metav1.ConditionUnknown, "ManagedClusterAddOnLeaseNotFound", "The status of registered add-on is unknown.")
+		// As addon-framework writes them. Without OCM's conversion webhook they are stored as an
+		// empty entry, which the v1alpha1 Go type would write back as an invalid one.
+		registration := map[string]any{"type": "kubeClient", "kubeClient": map[string]any{
+			"subject": map[string]any{"user": "system:open-cluster-management:cluster:cluster1:addon:registered:agent:a"}}}
+		fleettest.Eventually(t, 30*time.Second, func() (bool, string) {
+			u := v1beta1Addon(t, hub, "cluster1", "registered")
+			if err := unstructured.SetNestedSlice(u.Object, []any{registration}, "status", "registrations"); err != nil {
+				return false, err.Error()
+			}
+			err := hub.Status().Update(ctx, u)
+			return err == nil, fmt.Sprintf("write v1beta1 registrations: %v", err)
+		})
+		putLease(t, local, agentNamespace, "registered", clock.Now())
+		a.available("cluster1", "registered", metav1.ConditionTrue, "ManagedClusterAddOnLeaseUpdated", "registered add-on is available.")
+		if kept := a.get("cluster1", "registered").Status.Registrations; len(kept) != 1 {
+			t.Errorf("registrations after the stand-in wrote Available: %+v, want the one entry", kept)
+		}
+	})
+
 	t.Run("CustomizedModeIsLeftToTheAddonsManager", func(t *testing.T) {
 		a.create("cluster1", "custom", nil)
 		a.available("cluster1", "custom", metav1.ConditionUnknown, "ManagedClusterAddOnLeaseNotFound", "The status of custom add-on is unknown.")
@@ -144,6 +168,16 @@ func TestAddonHealth_TurnsAddonLeasesIntoAvailableAsOCMsRegistrationAgentDoes(t 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func v1beta1Addon(t *testing.T, hub client.Client, cluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: addonv1alpha1.GroupName, Version: "v1beta1", Kind: "ManagedClusterAddOn"})
+	if err := hub.Get(context.Background(), client.ObjectKey{Namespace: cluster, Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
 
 type addons struct {
 	t   *testing.T
