@@ -1,0 +1,147 @@
+package admissionpolicy
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// Names of a policy server's identity: its ServiceAccount, Role and RoleBinding in the
+// controller namespace share serverObjectName; the cluster-wide read access of its
+// context-aware policies is a ClusterRole and ClusterRoleBinding of its own.
+func serviceAccountName(ps string) string { return serverObjectName(ps) }
+func contextRoleName(ps string) string    { return serverObjectName(ps) + "-context" }
+
+// serviceAccountOf is what the replicas run as: the user's ServiceAccount when the PolicyServer
+// names one, the one the controller creates otherwise.
+func serviceAccountOf(ps *kubewardenv1.PolicyServer) string {
+	if ps.Spec.ServiceAccountName != "" {
+		return ps.Spec.ServiceAccountName
+	}
+	return serviceAccountName(ps.Name)
+}
+
+// replicaLeaseNames are the replica Leases of ps the Role must name: one per replica the
+// StatefulSet runs, and any that still exists — a replica removed by a scale-down deletes its
+// own Lease as it stops, which it may do only while the Role still names it.
+func replicaLeaseNames(ps string, replicas int32, existing []string) []string {
+	prefix := replicaLeasePrefix(ps)
+	numbers := map[int64]bool{}
+	for n := range int64(replicas) {
+		numbers[n] = true
+	}
+	for _, name := range existing {
+		s, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		// The exact decimal form only: "a-replica-1-replica-0" is a Lease of policy server
+		// "a-replica-1", not of "a".
+		if n, err := strconv.ParseInt(s, 10, 32); err == nil && n >= 0 && strconv.FormatInt(n, 10) == s {
+			numbers[n] = true
+		}
+	}
+	sorted := make([]int64, 0, len(numbers))
+	for n := range numbers {
+		sorted = append(sorted, n)
+	}
+	slices.Sort(sorted)
+	names := make([]string, len(sorted))
+	for i, n := range sorted {
+		names[i] = prefix + strconv.FormatInt(n, 10)
+	}
+	return names
+}
+
+// replicaRules are the calls a replica of ps makes in the controller namespace, read off
+// policyserver/lifecycle: its informers list and watch the revisions and the signing Secret
+// (by a metadata.name field selector, which RBAC matches against resourceNames), the leader and
+// every replica read that Secret and write revision status after a fresh get, leader election
+// gets, creates and updates the leader Lease, and each replica gets, creates, updates and, when
+// it stops, deletes its own Lease. Lease creation cannot be limited by resourceNames (the name
+// is not known to the authorizer before the object exists), so it is the one unnamed write.
+func replicaRules(ps string, replicaLeases []string) []rbacv1.PolicyRule {
+	group := kubewardenv1.GroupVersion.Group
+	leases := append([]string{serverObjectName(ps)}, replicaLeases...)
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{group}, Resources: []string{"policyrevisions"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{group}, Resources: []string{"policyrevisions/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{signingSecretName(ps)}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: leases, Verbs: []string{"get", "update"}},
+	}
+	// No replica Lease to name means no delete at all: an empty resourceNames would allow every
+	// Lease in the namespace.
+	if len(replicaLeases) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
+			ResourceNames: slices.Clone(replicaLeases), Verbs: []string{"delete"}})
+	}
+	return rules
+}
+
+// contextRules are the cluster-wide calls of the policy server's host capabilities: can_i
+// creates SubjectAccessReviews for any policy (as in Kubewarden, it reads nothing), and
+// get_resource and the list operations read the resources its context-aware policies name. One
+// rule per API group, sorted, so the same inputs give byte-identical rules and no write.
+func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{authorizationv1.GroupName}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}}
+	byGroup := map[string][]string{}
+	for _, gr := range resources {
+		if !slices.Contains(byGroup[gr.Group], gr.Resource) {
+			byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
+		}
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	for _, g := range groups {
+		res := byGroup[g]
+		slices.Sort(res)
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"get", "list", "watch"}})
+	}
+	return rules
+}
+
+// wantedResource is a kind a policy lists in its contextAwareResources.
+type wantedResource struct {
+	policy string
+	kubewardenv1.ContextAwareResource
+}
+
+// resolveResources maps the kinds the policies want to the resources RBAC names, once each and
+// sorted. A kind the mapper does not know (a typo, or a CRD not installed yet) is returned as a
+// message naming its policy and left out; the others are granted regardless.
+func resolveResources(mapper meta.RESTMapper, wants []wantedResource) ([]schema.GroupResource, []string) {
+	var resources []schema.GroupResource
+	var unknown []string
+	for _, w := range wants {
+		gv, err := schema.ParseGroupVersion(w.APIVersion)
+		if err == nil {
+			var m *meta.RESTMapping
+			if m, err = mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: w.Kind}, gv.Version); err == nil {
+				if gr := m.Resource.GroupResource(); !slices.Contains(resources, gr) {
+					resources = append(resources, gr)
+				}
+				continue
+			}
+		}
+		msg := fmt.Sprintf("ClusterAdmissionPolicy %s: %s %s: %v", w.policy, w.APIVersion, w.Kind, err)
+		if !slices.Contains(unknown, msg) {
+			unknown = append(unknown, msg)
+		}
+	}
+	slices.SortFunc(resources, func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
+	slices.Sort(unknown)
+	return resources, unknown
+}
