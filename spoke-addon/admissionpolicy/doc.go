@@ -15,7 +15,10 @@
 //
 // A PolicyServer becomes a StatefulSet running `regent policy-server --lifecycle`, its Services,
 // the shared ReadWriteMany module cache, a serving certificate and the Secret holding the key the
-// leader signs cache files with, all issued by an internal CA the controller keeps.
+// leader signs cache files with, all issued by an internal CA the controller keeps. Its replicas
+// run as a ServiceAccount (the PolicyServer's own, or the one it names) with a Role granting
+// exactly the calls a replica makes, and a ClusterRole granting reads of the kinds its
+// ClusterAdmissionPolicies list in contextAwareResources, plus can_i's SubjectAccessReviews.
 //
 // What to do is decided by pure functions over plain inputs (decide.go, liveness.go,
 // webhook_config.go, rollback.go); the reconcilers around them read, decide and write.

@@ -2,6 +2,7 @@ package admissionpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,14 +32,17 @@ func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache
 // cacheSize is what the module cache claims; precompiled modules are a few MB each.
 var cacheSize = resource.MustParse("1Gi")
 
-// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, cache claim and
-// Secrets, all owned by it so deleting it removes them.
+// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, cache claim,
+// Secrets, ServiceAccount and RBAC, all owned by it so deleting it removes them.
 type policyServerReconciler struct {
-	client    client.Client
-	nsReader  client.Reader
-	namespace string
-	clock     clock.PassiveClock
-	recorder  events.EventRecorder
+	client        client.Client
+	reader        client.Reader // the manager's cache: policies, PolicyServers
+	nsReader      client.Reader // the controller namespace's cache
+	clusterReader client.Reader // the cache of the cluster-scoped objects labelled with a policy server
+	mapper        meta.RESTMapper
+	namespace     string
+	clock         clock.PassiveClock
+	recorder      events.EventRecorder
 }
 
 func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -49,6 +53,12 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !ps.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // ownerReferences let the garbage collector remove the rest
 	}
+	// The identity first: a replica the StatefulSet starts must find its ServiceAccount and
+	// the Lease names of a scale-up already granted.
+	rbacCond, requeue, rbacErr := r.applyRBAC(ctx, ps)
+	if rbacErr != nil {
+		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "RBACFailed", "Grant", "%s", rbacErr.Error())
+	}
 	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
 		Message: fmt.Sprintf("StatefulSet %s/%s, its Services, cache claim and Secrets are in place", r.namespace, serverObjectName(ps.Name))}
 	err := r.apply(ctx, ps)
@@ -56,15 +66,21 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ApplyFailed", err.Error()
 		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "ApplyFailed", "Deploy", "%s", err.Error())
 	}
+	err = errors.Join(rbacErr, err)
 	before := ps.Status.DeepCopy()
-	cond.ObservedGeneration = ps.Generation
-	meta.SetStatusCondition(&ps.Status.Conditions, cond)
+	for _, c := range []metav1.Condition{cond, rbacCond} {
+		c.ObservedGeneration = ps.Generation
+		meta.SetStatusCondition(&ps.Status.Conditions, c)
+	}
 	if !equality.Semantic.DeepEqual(*before, ps.Status) {
 		if werr := r.client.Status().Update(ctx, ps); werr != nil && err == nil {
 			err = fmt.Errorf("write status: %w", werr)
 		}
 	}
-	return ctrl.Result{}, err
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
@@ -117,7 +133,7 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{
-			ServiceAccountName: ps.Spec.ServiceAccountName,
+			ServiceAccountName: serviceAccountOf(ps),
 			Containers: []corev1.Container{{
 				Name: "policy-server", Image: ps.Spec.Image,
 				Command: []string{"regent"},
@@ -152,14 +168,19 @@ func (r *policyServerReconciler) meta(name string, labels map[string]string) met
 // ensure creates obj, after mutate, or updates the existing one when what mutate produces changed
 // since the last write. What was written is remembered as a hash: the apiserver defaults fields
 // (a pod template has many), so comparing with what it returns would rewrite on every pass.
-// Reads go through the namespace's cache; a create that races the cache fails and is retried.
+// Reads go through the namespace's cache, or for a cluster-scoped object the cache of those
+// labelled with a policy server; a create that races the cache fails and is retried.
 func (r *policyServerReconciler) ensure(ctx context.Context, ps *kubewardenv1.PolicyServer, obj client.Object, mutate func(client.Object)) error {
 	key := client.ObjectKeyFromObject(obj)
 	desired := obj.DeepCopyObject().(client.Object)
 	mutate(desired)
 	hash := hashOf(desired)
 	existing := obj.DeepCopyObject().(client.Object)
-	err := r.nsReader.Get(ctx, key, existing)
+	reader := r.nsReader
+	if key.Namespace == "" {
+		reader = r.clusterReader
+	}
+	err := reader.Get(ctx, key, existing)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read %T %s: %w", obj, key.Name, err)
 	}

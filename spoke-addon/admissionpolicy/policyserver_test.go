@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,7 +108,6 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 	update(t, c, ps, func() { ps.Spec.Replicas = 2 })
 	eventually(t, "StatefulSet follows replicas", func() bool { return get(sts, sts.Name) && *sts.Spec.Replicas == 2 })
 	eventually(t, "PolicyServer says Deployed", func() bool {
-		return c.Get(ctx, client.ObjectKeyFromObject(ps), ps) == nil && len(ps.Status.Conditions) == 1 &&
-			ps.Status.Conditions[0].Status == metav1.ConditionTrue
+		return c.Get(ctx, client.ObjectKeyFromObject(ps), ps) == nil && meta.IsStatusConditionTrue(ps.Status.Conditions, "Deployed")
 	})
 }

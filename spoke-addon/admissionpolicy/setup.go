@@ -32,7 +32,7 @@ const DefaultNamespace = "regent-system"
 // Options configure the admission policy controllers; the zero value is production's.
 type Options struct {
 	// Namespace holds PolicyRevisions, Leases, the signing Secret and the policy servers'
-	// StatefulSets and Services; DefaultNamespace when empty.
+	// StatefulSets, Services, ServiceAccounts and Roles; DefaultNamespace when empty.
 	Namespace string
 	// WebhookURL, when set and returning a non-empty base URL for a policy server (a local
 	// fleet's process, "https://127.0.0.1:port"), makes webhooks call that URL instead of the
@@ -120,13 +120,18 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 
 func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Options) error {
 	const name = "admissionpolicy-policyserver"
-	r := &policyServerReconciler{client: mgr.GetClient(), nsReader: nsCache, namespace: opts.Namespace,
-		clock: opts.Clock, recorder: mgr.GetEventRecorder(name)}
+	clusterCache, err := labelledClusterCache(mgr)
+	if err != nil {
+		return err
+	}
+	r := &policyServerReconciler{client: mgr.GetClient(), reader: mgr.GetCache(), nsReader: nsCache, clusterReader: clusterCache,
+		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name)}
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&kubewardenv1.PolicyServer{})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubewardenv1.PolicyServer{}, handler.OnlyControllerOwner())
 	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}} {
 		b = b.WatchesRawSource(source.Kind[client.Object](nsCache, obj, owner))
 	}
+	b = r.watchRBACInputs(b, nsCache, clusterCache, owner)
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).Complete(r); err != nil {
 		return fmt.Errorf("build %s: %w", name, err)
 	}
