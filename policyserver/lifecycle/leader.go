@@ -34,6 +34,7 @@ type leader struct {
 	engine     *engine.Engine
 	privateDir string
 	log        logr.Logger
+	sources    compiledSources
 	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
 	// signed are retried at once instead of after RetryInterval.
 	keysChanged atomic.Bool
@@ -179,7 +180,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys)
 // prepareRevision returns the module digest and the cache key, as far as it got, and a
 // *stepError naming the step that failed.
 func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signingKeys) (digest, key string, err error) {
-	src, err := prepare(ctx, rev, l.opts.Pull, l.privateDir)
+	src, err := prepare(ctx, rev, l.opts.Pull, l.privateDir, &l.sources)
 	if err != nil {
 		return "", "", err
 	}

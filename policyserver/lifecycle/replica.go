@@ -183,7 +183,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		log.Error(err, "cache entry refused; compiling privately")
 	}
 	if wasm == nil {
-		src, err := prepare(ctx, rev, r.opts.Pull, r.privateDir)
+		src, err := prepare(ctx, rev, r.opts.Pull, r.privateDir, nil)
 		if err != nil {
 			var se *stepError
 			errors.As(err, &se)

@@ -23,11 +23,17 @@ func (e *stepError) Error() string { return e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
 // prepare pulls the revision's module and turns it into the wasm the engine loads (Rego
-// sources and Gatekeeper templates are compiled here), exactly as the server itself would.
-func prepare(ctx context.Context, r revision, opts pull.Options, scratch string) (cache.Source, error) {
+// sources and Gatekeeper templates are compiled here), exactly as the server itself would. A
+// non-nil memo remembers compilations by what was pulled: most new generations change only
+// settings, and compiling the same Rego again is the costliest step of initializing them.
+func prepare(ctx context.Context, r revision, opts pull.Options, scratch string, memo *compiledSources) (cache.Source, error) {
 	m, err := pull.Fetch(ctx, r.spec.Module, opts)
 	if err != nil {
 		return cache.Source{}, &stepError{ReasonPullError, err}
+	}
+	memoKey := m.Digest + " " + path.Base(m.Path) + " " + string(r.spec.ExecutionMode)
+	if src, ok := memo.get(memoKey); ok {
+		return src, nil
 	}
 	dir, err := os.MkdirTemp(scratch, "pull-")
 	if err != nil {
@@ -48,5 +54,42 @@ func prepare(ctx context.Context, r revision, opts pull.Options, scratch string)
 	if err != nil {
 		return cache.Source{}, &stepError{ReasonCompileError, fmt.Errorf("module %s: %w", r.spec.Module, err)}
 	}
-	return cache.Source{ModuleDigest: m.Digest, Wasm: spec.Module, ExecutionMode: string(spec.ExecutionMode), Entrypoint: spec.Entrypoint}, nil
+	src := cache.Source{ModuleDigest: m.Digest, Wasm: spec.Module, ExecutionMode: string(spec.ExecutionMode), Entrypoint: spec.Entrypoint}
+	memo.put(memoKey, src)
+	return src, nil
+}
+
+// compiledSources remembers the last few prepared sources. Small on purpose: it only has to span
+// the generations of policies being edited now.
+type compiledSources struct {
+	keys  []string
+	byKey map[string]cache.Source
+}
+
+const compiledSourcesKept = 16
+
+func (c *compiledSources) get(key string) (cache.Source, bool) {
+	if c == nil {
+		return cache.Source{}, false
+	}
+	src, ok := c.byKey[key]
+	return src, ok
+}
+
+func (c *compiledSources) put(key string, src cache.Source) {
+	if c == nil {
+		return
+	}
+	if c.byKey == nil {
+		c.byKey = map[string]cache.Source{}
+	}
+	if _, ok := c.byKey[key]; ok {
+		return
+	}
+	if len(c.keys) == compiledSourcesKept {
+		delete(c.byKey, c.keys[0])
+		c.keys = c.keys[1:]
+	}
+	c.keys = append(c.keys, key)
+	c.byKey[key] = src
 }
