@@ -40,9 +40,8 @@ type Fleet struct {
 	// Dir is the fleet's root folder, removed by Stop.
 	Dir string
 
-	mu       sync.Mutex
-	extra    []*Process // programs started beside the clusters, stopped first
-	standIns []func()   // in-process stand-ins (StartAddonHealth), stopped before everything else
+	mu    sync.Mutex
+	extra []*Process // programs started beside the clusters, stopped first
 }
 
 // Start brings up the hub and every managed cluster in parallel, installs the CRDs and registers
@@ -146,12 +145,8 @@ func (f *Fleet) Cluster(name string) *Cluster {
 func (f *Fleet) Stop() error {
 	var errs []error
 	f.mu.Lock()
-	extra, standIns := f.extra, f.standIns
-	f.standIns = nil
+	extra := f.extra
 	f.mu.Unlock()
-	for _, stop := range standIns {
-		stop()
-	}
 	var stops errgroup.Group
 	for _, p := range extra {
 		stops.Go(func() error { p.Stop(10 * time.Second); return nil })

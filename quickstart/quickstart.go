@@ -67,9 +67,6 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := enableAddon(ctx, f); err != nil {
-		return err
-	}
 	if err := applySample(ctx, f.Hub.Config, f.Dir); err != nil {
 		return err
 	}
@@ -169,14 +166,12 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	for _, c := range f.Managed {
 		fmt.Fprintf(out, "  %-9s %s   (%s)\n", c.Name, c.Kubeconfig, labels(c.Labels))
 	}
-	fmt.Fprintf(out, "\nThe hub, OCM's placement controller and a spoke addon per cluster are running. The OCM addon\n"+
-		"regent is enabled on every cluster; the hub shows it AVAILABLE while the agent renews its Lease.\n"+
-		"The policy %s makes namespace regent-sample on every cluster, enforced on the dev group first,\n"+
+	fmt.Fprintf(out, "\nThe hub, OCM's placement controller and a spoke addon per cluster are running. The policy\n"+
+		"%s makes namespace regent-sample on every cluster, enforced on the dev group first,\n"+
 		"then on prod once dev is Compliant and has soaked 15s. Watch the rollout:\n", SamplePolicy)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -A -w\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "\ntry:\n")
 	fmt.Fprintf(out, "  %s --kubeconfig %s get managedclusters --show-labels\n", kubectl, f.Hub.Kubeconfig)
-	fmt.Fprintf(out, "  %s --kubeconfig %s get managedclusteraddons -A\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get placementdecisions -n policies --show-labels\n", kubectl, f.Hub.Kubeconfig)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get configurationpolicies -A\n", kubectl, f.Managed[0].Kubeconfig)
 	fmt.Fprintf(out, "  %s --kubeconfig %s get clusteradmissionpolicies,policyrevisions -A\n", kubectl, f.Managed[0].Kubeconfig)
@@ -187,7 +182,7 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	fmt.Fprintf(out, "and the hub shows, per cluster, which replicas serve the policy:\n")
 	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -n %s policies.no-privileged-pods -o jsonpath='{.status.details[0].history[0].message}'\n",
 		kubectl, f.Hub.Kubeconfig, f.Managed[0].Name)
-	fmt.Fprintf(out, "\nlogs of Regent's processes, OCM's placement controller and addon health: %s\n", filepath.Join(f.Dir, "logs"))
+	fmt.Fprintf(out, "\nlogs of Regent's processes and OCM's placement controller: %s\n", filepath.Join(f.Dir, "logs"))
 	fmt.Fprintf(out, "logs of every apiserver, etcd and controller manager: %s\n", filepath.Join(f.Dir, "<cluster>", "logs"))
 	fmt.Fprintf(out, "press Ctrl-C to stop and clean up\n")
 }

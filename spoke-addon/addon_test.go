@@ -11,11 +11,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -135,19 +133,6 @@ func TestSpokeAddon(t *testing.T) {
 			l := &coordinationv1.Lease{}
 			err := local.Get(ctx, types.NamespacedName{Namespace: spokeaddon.DefaultInstallNamespace, Name: spokeaddon.AddonName}, l)
 			return err == nil && l.Spec.RenewTime != nil, fmt.Sprintf("addon Lease renewed: %v", err)
-		})
-		// The fleet plays OCM's registration agent, which turns that Lease into the hub's view.
-		if err := f.StartAddonHealth(ctx, fleet.AddonHealthOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: spokeaddon.AddonName}}
-		if err := hubAdmin.Create(ctx, mca); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, wait, func() (bool, string) {
-			err := hubAdmin.Get(ctx, client.ObjectKeyFromObject(mca), mca)
-			c := meta.FindStatusCondition(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable)
-			return err == nil && c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("ManagedClusterAddOn regent Available=True: %v %+v", err, c)
 		})
 	})
 
