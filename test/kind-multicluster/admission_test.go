@@ -153,14 +153,23 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("BadModuleFailsAndTheOldGenerationKeepsAnswering", func(t *testing.T) {
+	t.Run("BadModuleOrUnreachableRegistryFailsAndTheOldGenerationKeepsAnswering", func(t *testing.T) {
 		serving := update(func(*kubewardenv1.ClusterAdmissionPolicy) {}) // current generation
-		gen := update(func(p *kubewardenv1.ClusterAdmissionPolicy) { p.Spec.Module = "file://" + bad })
-		waitPolicy("Failed, still serving the previous generation", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-			return p.Generation == gen && p.Status.Phase == kubewardenv1.PhaseFailed && p.Status.ServingGeneration == serving
-		})
-		if err := deniedBy("2"); err != nil {
-			t.Fatal(err)
+		for _, c := range []struct{ module, reason string }{
+			{"file://" + bad, "CompileError"},
+			{"registry://127.0.0.1:1/policies/no-latest:v1", "PullError"},
+		} {
+			gen := update(func(p *kubewardenv1.ClusterAdmissionPolicy) { p.Spec.Module = c.module })
+			waitPolicy("Failed with "+c.reason+", still serving the previous generation", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
+				said := false
+				for _, cond := range p.Status.Conditions {
+					said = said || (cond.Status == metav1.ConditionFalse && cond.Reason == c.reason && cond.PolicyGeneration == gen)
+				}
+				return p.Generation == gen && p.Status.Phase == kubewardenv1.PhaseFailed && p.Status.ServingGeneration == serving && said
+			})
+			if err := deniedBy("2"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 
