@@ -40,11 +40,7 @@ func testModules(t testing.TB) string {
 		t.Fatal(err)
 	}
 	_ = os.WriteFile(filepath.Join(dir, "disallow-latest.rego"), src, 0o644)
-	shared, err := guests.SharedTestdata()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := os.ReadFile(filepath.Join(shared, "gatekeeper-library", "library", "general", "requiredlabels", "template.yaml"))
+	tmpl, err := os.ReadFile(filepath.Join(root, "policyserver", "testdata", "gatekeeper", "requiredlabels", "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,13 +133,9 @@ func (ws workspace) writeModules() error {
 	if err != nil {
 		return err
 	}
-	shared, err := guests.SharedTestdata()
-	if err != nil {
-		return err
-	}
 	for dst, src := range map[string]string{
 		"disallow-latest.rego": filepath.Join(root, "policyserver", "testdata", "rego", "disallow-latest.rego"),
-		"allowedrepos.yaml":    filepath.Join(shared, "gatekeeper-library", "library", "general", "allowedrepos", "template.yaml"),
+		"allowedrepos.yaml":    filepath.Join(root, "policyserver", "testdata", "gatekeeper", "allowedrepos", "template.yaml"),
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {

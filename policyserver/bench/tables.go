@@ -59,7 +59,7 @@ func (ws workspace) compileTable() error {
 	if err != nil {
 		return err
 	}
-	mods = append(mods, mod{name: "k8sallowedrepos template", wasm: gk, regoT: time.Since(t0)})
+	mods = append(mods, mod{name: "allowed-repos template", wasm: gk, regoT: time.Since(t0)})
 
 	for _, m := range mods {
 		cache, err := os.MkdirTemp(ws.dir, "compile-")

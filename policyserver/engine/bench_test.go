@@ -6,17 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"regent.dev/regent/policyserver/internal/guests"
 )
 
 // benchPolicies loads one policy per runtime, each evaluating the same two-container pod.
 func benchPolicies(b *testing.B, e *Engine) map[string]*Policy {
-	shared, err := guests.SharedTestdata()
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl, err := os.ReadFile(filepath.Join(shared, "gatekeeper-library", "library", "general", "allowedrepos", "template.yaml"))
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "gatekeeper", "allowedrepos", "template.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}

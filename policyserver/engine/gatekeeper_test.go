@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"regent.dev/regent/policyserver/internal/guests"
+	"regent.dev/regent/test/corpora"
 )
 
 // gatorSuite is the part of Gatekeeper's gator Suite format the library's tests use.
@@ -32,17 +32,28 @@ type gatorSuite struct {
 	} `json:"tests"`
 }
 
-// TestGatekeeper_LibrarySuites runs every case of every suite.yaml in the shared
-// gatekeeper-library copy and expects the violations gator expects.
+// TestGatekeeper_OwnSuites runs Regent's own gator suites (policyserver/testdata/gatekeeper).
+func TestGatekeeper_OwnSuites(t *testing.T) {
+	suites, err := filepath.Glob(filepath.Join("..", "testdata", "gatekeeper", "*", "suite.yaml"))
+	if err != nil || len(suites) < 2 {
+		t.Fatalf("found %d suites under ../testdata/gatekeeper (err %v)", len(suites), err)
+	}
+	runGatorSuites(t, suites)
+}
+
+// TestGatekeeper_LibrarySuites runs every case of every suite.yaml in the gatekeeper-library
+// corpus and expects the violations gator expects.
 func TestGatekeeper_LibrarySuites(t *testing.T) {
-	shared, err := guests.SharedTestdata()
-	if err != nil {
-		t.Fatal(err)
-	}
-	suites, err := filepath.Glob(filepath.Join(shared, "gatekeeper-library", "library", "*", "*", "suite.yaml"))
+	library := corpora.Dir(t, "gatekeeper-library")
+	suites, err := filepath.Glob(filepath.Join(library, "library", "*", "*", "suite.yaml"))
 	if err != nil || len(suites) == 0 {
-		t.Fatalf("no suites under %s (err %v)", shared, err)
+		t.Fatalf("no suites under %s (err %v)", library, err)
 	}
+	runGatorSuites(t, suites)
+}
+
+// runGatorSuites runs the cases of gator suite files, each against its template and constraint.
+func runGatorSuites(t *testing.T, suites []string) {
 	e := newTestEngine(t, Options{})
 	for _, suitePath := range suites {
 		dir := filepath.Dir(suitePath)

@@ -15,16 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/test/corpora"
 )
-
-const policyCollection = "../../../shared/testdata/policy-collection"
 
 // collectionPolicies returns the ConfigurationPolicies of every Policy in policy-collection, each
 // with its Policy's remediationAction applied as the template sync applies it.
 func collectionPolicies(t testing.TB) map[string]*unstructured.Unstructured {
 	t.Helper()
+	dir := corpora.Dir(t, "policy-collection")
 	out := map[string]*unstructured.Unstructured{}
-	err := filepath.WalkDir(policyCollection, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
 			return err
 		}
@@ -59,7 +59,7 @@ func collectionPolicies(t testing.TB) map[string]*unstructured.Unstructured {
 		}
 	})
 	if err != nil {
-		t.Fatalf("read %s: %v", policyCollection, err)
+		t.Fatalf("read %s: %v", dir, err)
 	}
 	return out
 }
@@ -70,7 +70,7 @@ func collectionPolicies(t testing.TB) map[string]*unstructured.Unstructured {
 func testPolicyCollection(t *testing.T, c client.Client) {
 	policies := collectionPolicies(t)
 	if len(policies) < 10 {
-		t.Fatalf("found %d ConfigurationPolicies under %s; is ../shared beside the repository?", len(policies), policyCollection)
+		t.Fatalf("found %d ConfigurationPolicies in policy-collection", len(policies))
 	}
 	namespace(t, c, "collection", nil)
 	for source, obj := range policies {

@@ -21,9 +21,8 @@ import (
 
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/test/corpora"
 )
-
-const policyCollection = "../../../../shared/testdata/policy-collection"
 
 // TestPolicyAPI runs every API check against one real hub apiserver.
 func TestPolicyAPI(t *testing.T) {
@@ -43,9 +42,10 @@ func TestPolicyAPI(t *testing.T) {
 	}
 
 	t.Run("EveryPolicyCollectionFileAppliesUnchanged", func(t *testing.T) {
-		files := policyCollectionFiles(t)
+		dir := corpora.Dir(t, "policy-collection")
+		files := policyCollectionFiles(t, dir)
 		if len(files) < 10 {
-			t.Fatalf("found %d policy-collection files under %s; is ../shared beside the repository?", len(files), policyCollection)
+			t.Fatalf("found %d policy-collection files under %s", len(files), dir)
 		}
 		for _, file := range files {
 			for i, obj := range decodeAll(t, file) {
@@ -198,17 +198,17 @@ func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
-func policyCollectionFiles(t *testing.T) []string {
+func policyCollectionFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	var files []string
-	err := filepath.WalkDir(policyCollection, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
 			files = append(files, path)
 		}
 		return err
 	})
 	if err != nil {
-		t.Fatalf("read %s: %v", policyCollection, err)
+		t.Fatalf("read %s: %v", dir, err)
 	}
 	return files
 }

@@ -33,15 +33,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// SharedTestdata is the project's shared test data directory, beside the repository.
-func SharedTestdata() (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(filepath.Dir(root), "shared", "testdata"), nil
-}
-
 // CacheDir is where built guests and wazero's compiled code are kept between runs.
 func CacheDir(sub string) (string, error) {
 	base, err := os.UserCacheDir()
