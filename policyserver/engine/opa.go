@@ -160,7 +160,7 @@ func (i *opaInstance) loadBuiltins(ctx context.Context, allowNetwork bool) error
 		if f == nil {
 			return fmt.Errorf("policy uses built-in %q, which this OPA version does not have", name)
 		}
-		i.builtins.funcs[id] = f
+		i.builtins.funcs[id] = guardBuiltin(name, f, i.outputLimit)
 	}
 	return nil
 }
@@ -258,7 +258,9 @@ func (i *opaInstance) dumpValue(ctx context.Context, addr uint32) (*ast.Term, er
 	if err != nil {
 		return nil, err
 	}
-	return ast.ParseTerm(cString(i.mem, s))
+	text := cString(i.mem, s)
+	checkOutput("built-in argument", uint64(len(text)), i.outputLimit)
+	return ast.ParseTerm(text)
 }
 
 // eval evaluates the entrypoint on input (JSON) and returns the result set as JSON.

@@ -90,7 +90,9 @@ func (b *opaBuiltins) call(ctx context.Context, stack []uint64, arity int) {
 		stack[0] = 0
 		return
 	}
-	addr, err := b.inst.parseValue(ctx, []byte(out.String()))
+	result := out.String()
+	checkOutput("built-in result", uint64(len(result)), b.inst.outputLimit)
+	addr, err := b.inst.parseValue(ctx, []byte(result))
 	if err != nil {
 		panic(fmt.Errorf("built-in result: %w", err))
 	}

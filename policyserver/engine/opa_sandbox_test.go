@@ -111,3 +111,34 @@ func TestOPABuiltins_AllowListHasOnlyBuiltinsThisOPAKnows(t *testing.T) {
 		}
 	}
 }
+
+func TestOPABuiltins_SprintfPaddingBombIsStoppedBeforeTheHostBuildsIt(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	p, err := loadRego(t, e, "sprintf-bomb.rego", Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verr error
+	allocated := allocatedDuring(func() { _, verr = p.Validate(context.Background(), podRequest(t, "default", nil)) })
+	if verr == nil || !strings.Contains(verr.Error(), "sprintf") {
+		t.Fatalf("want an error naming sprintf, got %v", verr)
+	}
+	if allocated > 64<<20 {
+		t.Fatalf("the host allocated %d MiB for a sprintf of a few kilobytes", allocated>>20)
+	}
+	if r := validate(t, load(t, e, Spec{Name: "latest", Module: regoModule(t, "disallow-latest.rego", "policy/main"), ExecutionMode: ModeOPA}),
+		podRequest(t, "default", nil, container("c", "nginx:1", false))); !r.Accepted {
+		t.Fatalf("the engine must keep serving, got %+v", r)
+	}
+}
+
+func TestSprintfFormat_OrdinaryFormatsPass_HugePaddingIsRefused(t *testing.T) {
+	for format, ok := range map[string]bool{
+		"%v": true, "container %s uses %d%%": true, "%-10s|%08.3f": true, "%[1]v %[1]q": true, "100%": true,
+		"%1025d": false, "%.5000f": false, "%*d": false, "%[2]*[1]d": false, "ok %d then %999999d": false,
+	} {
+		if err := checkFormat(format); (err == nil) != ok {
+			t.Errorf("checkFormat(%q) = %v, want ok=%v", format, err, ok)
+		}
+	}
+}
