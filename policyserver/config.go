@@ -52,6 +52,10 @@ type PolicyConfig struct {
 	// ContextAwareResources are the kinds the policy may read from the cluster through host
 	// capabilities ([{apiVersion, kind}], as in Kubewarden); a lookup of any other kind fails.
 	ContextAwareResources []kubewardenv1.ContextAwareResource `json:"contextAwareResources,omitempty"`
+	// AllowNetworkBuiltins serves an opa or gatekeeper policy the Rego built-ins that reach the
+	// network (http.send, net.lookup_ip_addr, …); without it a policy that calls one fails to
+	// load. Policy revisions set it only for ClusterAdmissionPolicies that ask for it.
+	AllowNetworkBuiltins bool `json:"allowNetworkBuiltins,omitempty"`
 }
 
 // Config maps policy names to their configuration.
@@ -139,6 +143,7 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 		Name: name, Module: src, ExecutionMode: mode, Settings: p.Settings,
 		Mutating: p.Mutating || p.AllowedToMutate, Timeout: p.timeout(), Entrypoint: p.Entrypoint,
 		ContextAwareResources: EngineResources(p.ContextAwareResources),
+		AllowNetworkBuiltins:  p.AllowNetworkBuiltins,
 	}
 	switch ext := strings.ToLower(filepath.Ext(p.Module)); {
 	case ext == ".rego":

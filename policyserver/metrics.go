@@ -21,6 +21,7 @@ type metrics struct {
 	loaded      prometheus.Gauge
 	loadErrors  *prometheus.CounterVec
 	hostCalls   *prometheus.CounterVec
+	logsDropped *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -55,8 +56,12 @@ func newMetrics() *metrics {
 			Name: "regent_policyserver_host_calls_total",
 			Help: "Host capability calls from waPC policies, by capability (e.g. kubewarden/kubernetes/get_resource; \"other\" for names Kubewarden does not define) and outcome (ok, not_allowed, not_served, no_kubernetes, timeout, error).",
 		}, []string{"capability", "outcome"}),
+		logsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policy_guest_log_lines_dropped_total",
+			Help: "Guest log lines (waPC __console_log and tracing/log) dropped by a policy's rate limit, by policy.",
+		}, []string{"policy"}),
 	}
-	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors, m.hostCalls,
+	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors, m.hostCalls, m.logsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -72,6 +72,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	e, err := engine.New(ctx, engine.Options{
 		CacheDir: opts.CacheDir, MemoryLimitBytes: opts.MemoryLimitBytes,
 		MaxInstancesPerPolicy: opts.Workers, Logger: opts.Logger, Host: host,
+		OnGuestLogDropped: func(policy string) { m.logsDropped.WithLabelValues(policy).Inc() },
 	})
 	if err != nil {
 		return nil, err

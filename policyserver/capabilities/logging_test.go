@@ -39,3 +39,19 @@ func TestTracingLog_GuestLinesReachTheServersLogger(t *testing.T) {
 		}
 	}
 }
+
+func TestTracingLog_AnOversizedLineIsLoggedAsItsHeadOnly(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	h, _ := New(Options{Logger: log})
+	huge := `{"level":"info","message":"` + strings.Repeat("x", 1<<20) + `"}`
+	if _, err := h.Call(context.Background(), engine.HostCall{Policy: "p", Binding: "kubewarden", Namespace: "tracing", Operation: "log", Payload: []byte(huge)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || len(lines[0]) > 2*maxLogLine {
+		t.Fatalf("want one line of at most about %d bytes, got %d lines, the first %d bytes long", maxLogLine, len(lines), len(lines[0]))
+	}
+	if !strings.Contains(lines[0], `"truncated"=true`) {
+		t.Fatalf("a cut line must say so: %.200s", lines[0])
+	}
+}

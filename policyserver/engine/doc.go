@@ -16,5 +16,8 @@
 // close-on-context-done, not waited for) and a memory limit; guests get no filesystem and no
 // network. A waPC guest may ask the engine's Host for Kubewarden's host capabilities (cluster
 // lookups limited to its policy's ContextAwareResources, registry digests, …); those calls run
-// under the same deadline.
+// under the same deadline. Rego policies get only an allow-list of pure built-ins, and the
+// network ones (http.send, …) when their Spec allows them. Everything a guest makes the host hold
+// outside its memory (stdout, answers, payloads) is bounded by an output limit that traps it, and
+// its logging is rate-limited per policy.
 package engine

@@ -37,6 +37,16 @@ type Options struct {
 	// Host serves waPC guests' host calls (Kubewarden's host capabilities); nil answers every
 	// call with an error that says the server has none.
 	Host Host
+	// OutputLimitBytes bounds what one evaluation's guest can make the host hold outside its
+	// memory (WASI stdout, a waPC answer or host-call payload, an OPA result); a guest that
+	// writes more is trapped with ErrOutputLimit. Zero means DefaultOutputLimitBytes.
+	OutputLimitBytes uint64
+	// GuestLogLinesPerSecond and GuestLogBurst shape the token bucket that rate-limits each
+	// policy's guest logging; zero means the defaults. OnGuestLogDropped, if set, is called for
+	// every line the bucket drops (a metric counts them).
+	GuestLogLinesPerSecond float64
+	GuestLogBurst          int
+	OnGuestLogDropped      func(policy string)
 }
 
 // Engine compiles and runs policy modules. It is safe for concurrent use.
@@ -70,6 +80,15 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.OutputLimitBytes == 0 {
+		opts.OutputLimitBytes = DefaultOutputLimitBytes
+	}
+	if opts.GuestLogLinesPerSecond <= 0 {
+		opts.GuestLogLinesPerSecond = DefaultGuestLogLinesPerSecond
+	}
+	if opts.GuestLogBurst <= 0 {
+		opts.GuestLogBurst = DefaultGuestLogBurst
+	}
 	cache := wazero.NewCompilationCache()
 	if opts.CacheDir != "" {
 		var err error
@@ -91,7 +110,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		e.Close(ctx)
 		return nil, fmt.Errorf("instantiate WASI host module: %w", err)
 	}
-	if err := instantiateWaPCHost(ctx, e.shared, opts.Logger); err != nil {
+	if err := instantiateWaPCHost(ctx, e.shared, opts.Logger, opts.OutputLimitBytes); err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("instantiate waPC host module: %w", err)
 	}

@@ -20,6 +20,10 @@ func guestError(ctx context.Context, err error, stderr *stderrHead) error {
 	if err == nil {
 		return nil
 	}
+	var limit *outputLimitError
+	if errors.As(err, &limit) {
+		return limit
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {

@@ -34,20 +34,22 @@ func checkOPAModule(m wazero.CompiledModule) error {
 }
 
 type opaInstance struct {
-	runtime    wazero.Runtime
-	module     api.Module
-	mem        api.Memory
-	fn         map[string]api.Function
-	builtins   *opaBuiltins
-	entrypoint int32
-	dataAddr   uint32
-	heapPtr    uint32
-	broken     bool
+	runtime  wazero.Runtime
+	module   api.Module
+	mem      api.Memory
+	fn       map[string]api.Function
+	builtins *opaBuiltins
+	// outputLimit bounds the result set copied out of the guest.
+	outputLimit uint64
+	entrypoint  int32
+	dataAddr    uint32
+	heapPtr     uint32
+	broken      bool
 }
 
 // newOPAInstance instantiates the policy in a runtime of its own (see Engine.shared) and parses
 // its data. entrypoint "" picks the module's first.
-func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint string, data []byte) (_ *opaInstance, err error) {
+func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint string, data []byte, allowNetwork bool) (_ *opaInstance, err error) {
 	r := wazero.NewRuntimeWithConfig(ctx, e.config)
 	defer func() {
 		if err != nil {
@@ -70,7 +72,7 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 		return nil, fmt.Errorf("OPA module needs %d pages of memory, over the limit of %d", minPages, maxPages)
 	}
 
-	inst := &opaInstance{runtime: r, fn: map[string]api.Function{}}
+	inst := &opaInstance{runtime: r, fn: map[string]api.Function{}, outputLimit: e.opts.OutputLimitBytes}
 	inst.builtins = &opaBuiltins{inst: inst}
 	host := r.NewHostModuleBuilder(opaHostModule)
 	for _, f := range opaHostFuncs {
@@ -111,7 +113,7 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 	if err := inst.checkABI(); err != nil {
 		return nil, err
 	}
-	if err := inst.loadBuiltins(ctx); err != nil {
+	if err := inst.loadBuiltins(ctx, allowNetwork); err != nil {
 		return nil, err
 	}
 	if inst.entrypoint, err = inst.findEntrypoint(ctx, entrypoint); err != nil {
@@ -137,10 +139,20 @@ func (i *opaInstance) checkABI() error {
 	return nil
 }
 
-func (i *opaInstance) loadBuiltins(ctx context.Context) error {
+// loadBuiltins checks the built-ins the module imports against the allow-list and binds them to
+// OPA's Go implementations. The `builtins` export is the module's own list, so a precompiled
+// policy.wasm is checked as strictly as Rego compiled here.
+func (i *opaInstance) loadBuiltins(ctx context.Context, allowNetwork bool) error {
 	ids, err := i.dumpJSONCall(ctx, "builtins")
 	if err != nil {
 		return fmt.Errorf("list built-ins: %w", err)
+	}
+	names := make([]string, 0, len(ids))
+	for name := range ids {
+		names = append(names, name)
+	}
+	if err := checkBuiltins(names, allowNetwork); err != nil {
+		return err
 	}
 	i.builtins.funcs = map[int32]topdown.BuiltinFunc{}
 	for name, id := range ids {
@@ -148,7 +160,7 @@ func (i *opaInstance) loadBuiltins(ctx context.Context) error {
 		if f == nil {
 			return fmt.Errorf("policy uses built-in %q, which this OPA version does not have", name)
 		}
-		i.builtins.funcs[id] = f
+		i.builtins.funcs[id] = guardBuiltin(name, f, i.outputLimit)
 	}
 	return nil
 }
@@ -246,7 +258,9 @@ func (i *opaInstance) dumpValue(ctx context.Context, addr uint32) (*ast.Term, er
 	if err != nil {
 		return nil, err
 	}
-	return ast.ParseTerm(cString(i.mem, s))
+	text := cString(i.mem, s)
+	checkOutput("built-in argument", uint64(len(text)), i.outputLimit)
+	return ast.ParseTerm(text)
 }
 
 // eval evaluates the entrypoint on input (JSON) and returns the result set as JSON.
@@ -275,6 +289,10 @@ func (i *opaInstance) eval(ctx context.Context, input []byte) ([]byte, error) {
 	}
 	if n := bytes.IndexByte(data, 0); n >= 0 {
 		data = data[:n]
+	}
+	if uint64(len(data)) > i.outputLimit {
+		i.broken = true // its heap holds the oversized result; start afresh
+		return nil, &outputLimitError{what: "result set", limit: i.outputLimit}
 	}
 	// The result lives in guest memory the next evaluation overwrites.
 	return append([]byte(nil), data...), nil

@@ -19,7 +19,8 @@ import (
 
 // opaBuiltins serves opa_builtinN: built-ins the OPA wasm compiler does not compile into the
 // module (sprintf, regex.match, time.*, …) are called back on the host, where OPA's own Go
-// implementations answer them, so every built-in OPA has works in a policy.
+// implementations answer them. Only built-ins on the allow-list (opa_capabilities.go) are bound;
+// a module that imports any other is refused when it is loaded.
 type opaBuiltins struct {
 	funcs map[int32]topdown.BuiltinFunc
 	inst  *opaInstance
@@ -89,7 +90,9 @@ func (b *opaBuiltins) call(ctx context.Context, stack []uint64, arity int) {
 		stack[0] = 0
 		return
 	}
-	addr, err := b.inst.parseValue(ctx, []byte(out.String()))
+	result := out.String()
+	checkOutput("built-in result", uint64(len(result)), b.inst.outputLimit)
+	addr, err := b.inst.parseValue(ctx, []byte(result))
 	if err != nil {
 		panic(fmt.Errorf("built-in result: %w", err))
 	}
@@ -97,7 +100,11 @@ func (b *opaBuiltins) call(ctx context.Context, stack []uint64, arity int) {
 }
 
 func (b *opaBuiltins) abort(ctx context.Context, m api.Module, stack []uint64) {
-	panic(opaAbort{message: cString(m.Memory(), api.DecodeU32(stack[0]))})
+	msg := cString(m.Memory(), api.DecodeU32(stack[0]))
+	if len(msg) > guestErrorLimit {
+		msg = msg[:guestErrorLimit] + "…"
+	}
+	panic(opaAbort{message: msg})
 }
 
 // cString reads a NUL-terminated string from guest memory.

@@ -66,7 +66,7 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 			p.decode = decodeGatekeeperResponse
 		}
 		create = func(ctx context.Context) (instance, error) {
-			return e.newOPAInstance(ctx, spec.Module, spec.Entrypoint, data)
+			return e.newOPAInstance(ctx, spec.Module, spec.Entrypoint, data, spec.AllowNetworkBuiltins)
 		}
 	default:
 		return nil, fmt.Errorf("unknown execution mode %q", spec.ExecutionMode)
@@ -100,11 +100,15 @@ func (e *Engine) kubewardenCreate(spec Spec, compiled wazero.CompiledModule) (fu
 	if err := checkWaPCModule(compiled); err != nil {
 		return nil, err
 	}
+	logs := e.newGuestLogs(spec.Name)
 	host := func(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
+		if binding == "kubewarden" && namespace == "tracing" && operation == "log" && !logs.allow() {
+			return nil, nil // dropped and counted; logging never fails the guest
+		}
 		return e.callHost(ctx, HostCall{Policy: spec.Name, Allowed: spec.ContextAwareResources,
 			Binding: binding, Namespace: namespace, Operation: operation, Payload: payload})
 	}
-	return func(ctx context.Context) (instance, error) { return e.newWaPCInstance(ctx, compiled, host) }, nil
+	return func(ctx context.Context) (instance, error) { return e.newWaPCInstance(ctx, compiled, host, logs) }, nil
 }
 
 // ValidateSettings asks the policy whether it accepts settings.

@@ -13,6 +13,8 @@ import (
 // CompileRego compiles Rego modules (file name → source) to an OPA wasm module with OPA's own
 // Go compiler, in process: no external toolchain. entrypoint is a rule path such as
 // "policy/main". v0 selects the pre-1.0 Rego syntax (Gatekeeper's library is written in it).
+// Only built-ins a policy may be served compile (see opa_capabilities.go); the error of any
+// other names it.
 func CompileRego(ctx context.Context, files map[string]string, entrypoint string, v0 bool) ([]byte, error) {
 	fsys := fstest.MapFS{}
 	for name, src := range files {
@@ -26,6 +28,7 @@ func CompileRego(ctx context.Context, files map[string]string, entrypoint string
 		WithTarget(compile.TargetWasm).
 		WithEntrypoints(entrypoint).
 		WithRegoVersion(version).
+		WithCapabilities(regoCapabilities()).
 		WithFS(fsys).
 		WithPaths(".").
 		WithOutput(&bytes.Buffer{})

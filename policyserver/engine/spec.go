@@ -54,6 +54,10 @@ type Spec struct {
 	// ContextAwareResources are the kinds a waPC policy may read through the Host; nil means
 	// none.
 	ContextAwareResources []Resource
+	// AllowNetworkBuiltins serves an opa or gatekeeper policy the built-ins that reach the
+	// network (http.send, net.lookup_ip_addr, …); without it a module that imports one is
+	// refused at load. Only a ClusterAdmissionPolicy may ask for it.
+	AllowNetworkBuiltins bool
 }
 
 func (s Spec) timeout() time.Duration {

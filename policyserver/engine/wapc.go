@@ -25,6 +25,7 @@ type wapcCall struct {
 	response  []byte
 	guestErr  string
 	host      hostFunc
+	logs      *guestLogs
 	hostResp  []byte
 	hostErr   string
 	// interruptedIn names the capability the guest was waiting for when the deadline struck.
@@ -44,7 +45,16 @@ func currentWaPCCall(ctx context.Context) *wapcCall {
 	return c
 }
 
-func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger) error {
+// hostCallNameLimit bounds a host call's binding, namespace and operation: names, not data.
+const hostCallNameLimit = 1 << 10
+
+// guestErrorLimit is how much of a guest's error message is kept: a message, not a dump.
+const guestErrorLimit = 4 << 10
+
+// instantiateWaPCHost serves waPC's host functions. Every buffer read out of a guest is bounded
+// (see output_limit.go): an answer or host-call payload over limit traps the guest; an error
+// message or log line is cut to its head, and log lines pass the policy's rate limit first.
+func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger, limit uint64) error {
 	i32 := api.ValueTypeI32
 	b := r.NewHostModuleBuilder(wapcHostModule)
 	fn := func(name string, f api.GoModuleFunc, params, results []api.ValueType) {
@@ -58,13 +68,18 @@ func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger)
 		}
 	}, []api.ValueType{i32, i32}, nil)
 	fn("__guest_response", func(ctx context.Context, m api.Module, stack []uint64) {
+		checkOutput("answer", uint64(api.DecodeU32(stack[1])), limit)
 		currentWaPCCall(ctx).response = readGuest(m, stack[0], stack[1], "__guest_response")
 	}, []api.ValueType{i32, i32}, nil)
 	fn("__guest_error", func(ctx context.Context, m api.Module, stack []uint64) {
-		currentWaPCCall(ctx).guestErr = string(readGuest(m, stack[0], stack[1], "__guest_error"))
+		currentWaPCCall(ctx).guestErr = string(readGuest(m, stack[0], min(stack[1], guestErrorLimit), "__guest_error"))
 	}, []api.ValueType{i32, i32}, nil)
 	fn("__host_call", func(ctx context.Context, m api.Module, stack []uint64) {
 		c := currentWaPCCall(ctx)
+		for i := 1; i < 6; i += 2 {
+			checkOutput("host call name", uint64(api.DecodeU32(stack[i])), hostCallNameLimit)
+		}
+		checkOutput("host call payload", uint64(api.DecodeU32(stack[7])), limit)
 		binding := string(readGuest(m, stack[0], stack[1], "__host_call"))
 		namespace := string(readGuest(m, stack[2], stack[3], "__host_call"))
 		operation := string(readGuest(m, stack[4], stack[5], "__host_call"))
@@ -100,7 +115,10 @@ func instantiateWaPCHost(ctx context.Context, r wazero.Runtime, log logr.Logger)
 		}
 	}, []api.ValueType{i32}, nil)
 	fn("__console_log", func(ctx context.Context, m api.Module, stack []uint64) {
-		log.Info("guest console", "message", string(readGuest(m, stack[0], stack[1], "__console_log")))
+		if c := currentWaPCCall(ctx); c.logs != nil && !c.logs.allow() {
+			return
+		}
+		log.Info("guest console", "message", string(readGuest(m, stack[0], min(stack[1], guestLogLineLimit), "__console_log")))
 	}, []api.ValueType{i32, i32}, nil)
 	_, err := b.Instantiate(ctx)
 	return err
@@ -144,10 +162,11 @@ type wapcInstance struct {
 	guestCall api.Function
 	stderr    *stderrHead
 	host      hostFunc
+	logs      *guestLogs
 	broken    bool
 }
 
-func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule, host hostFunc) (*wapcInstance, error) {
+func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule, host hostFunc, logs *guestLogs) (*wapcInstance, error) {
 	stderr := &stderrHead{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
@@ -160,11 +179,11 @@ func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledMo
 	if err != nil {
 		return nil, fmt.Errorf("instantiate waPC guest: %w", guestError(ctx, err, stderr))
 	}
-	return &wapcInstance{module: m, guestCall: m.ExportedFunction("__guest_call"), stderr: stderr, host: host}, nil
+	return &wapcInstance{module: m, guestCall: m.ExportedFunction("__guest_call"), stderr: stderr, host: host, logs: logs}, nil
 }
 
 func (i *wapcInstance) call(ctx context.Context, operation string, payload []byte) ([]byte, error) {
-	c := &wapcCall{operation: operation, payload: payload, host: i.host}
+	c := &wapcCall{operation: operation, payload: payload, host: i.host, logs: i.logs}
 	i.stderr.reset()
 	res, err := i.guestCall.Call(context.WithValue(ctx, wapcCallKey{}, c), uint64(len(operation)), uint64(len(payload)))
 	if err != nil {

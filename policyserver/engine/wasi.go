@@ -34,9 +34,9 @@ func (e *Engine) wasiConfig(stdin io.Reader, stdout, stderr io.Writer, args ...s
 
 // runWASI runs the command to completion and returns its stdout.
 func (e *Engine) runWASI(ctx context.Context, compiled wazero.CompiledModule, stdin []byte, args ...string) ([]byte, error) {
-	var stdout bytes.Buffer
+	stdout := e.stdoutBuffer()
 	stderr := &stderrHead{}
-	m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(bytes.NewReader(stdin), &stdout, stderr, args...))
+	m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(bytes.NewReader(stdin), stdout, stderr, args...))
 	if m != nil {
 		_ = m.Close(context.Background())
 	}
@@ -44,6 +44,11 @@ func (e *Engine) runWASI(ctx context.Context, compiled wazero.CompiledModule, st
 		return nil, err
 	}
 	return stdout.Bytes(), nil
+}
+
+// stdoutBuffer holds a command's stdout, its answer, up to the output limit.
+func (e *Engine) stdoutBuffer() *boundedBuffer {
+	return &boundedBuffer{limit: e.opts.OutputLimitBytes, what: "stdout"}
 }
 
 // wasiExit accepts a normal exit (code 0) and explains anything else.
@@ -60,7 +65,7 @@ type wasiInstance struct {
 	engine   *Engine
 	compiled wazero.CompiledModule
 	stdin    *io.PipeWriter
-	stdout   bytes.Buffer
+	stdout   *boundedBuffer
 	stderr   stderrHead
 	cancel   context.CancelFunc
 	done     chan error
@@ -69,7 +74,7 @@ type wasiInstance struct {
 }
 
 func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance {
-	i := &wasiInstance{engine: e, compiled: compiled, done: make(chan error, 1), finished: make(chan struct{})}
+	i := &wasiInstance{engine: e, compiled: compiled, stdout: e.stdoutBuffer(), done: make(chan error, 1), finished: make(chan struct{})}
 	stdin, stdinWriter := io.Pipe()
 	i.stdin = stdinWriter
 	// The run outlives the call that started it, so it has a context of its own; a request's
@@ -77,7 +82,7 @@ func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance
 	ctx, cancel := context.WithCancel(context.Background())
 	i.cancel = cancel
 	go func() {
-		m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(stdin, &i.stdout, &i.stderr, "validate"))
+		m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(stdin, i.stdout, &i.stderr, "validate"))
 		if m != nil {
 			_ = m.Close(context.Background())
 		}

@@ -203,7 +203,8 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 		}
 	}
 	spec := engine.Spec{Name: rev.key.Name, Module: opened.Wasm, ExecutionMode: engine.ExecutionMode(opened.Manifest.ExecutionMode),
-		Entrypoint: opened.Manifest.Entrypoint, ContextAwareResources: policyserver.EngineResources(rev.contextAwareResources())}
+		Entrypoint: opened.Manifest.Entrypoint, ContextAwareResources: policyserver.EngineResources(rev.contextAwareResources()),
+		AllowNetworkBuiltins: rev.allowNetworkBuiltins()}
 	if rev.spec.Settings != nil {
 		spec.Settings = rev.spec.Settings.Raw
 	}

@@ -66,7 +66,15 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 		pc.TimeoutSeconds = int64(*r.spec.TimeoutSeconds)
 	}
 	pc.ContextAwareResources = r.contextAwareResources()
+	pc.AllowNetworkBuiltins = r.allowNetworkBuiltins()
 	return pc
+}
+
+// allowNetworkBuiltins tells whether the revision's Rego may call network built-ins: only a
+// ClusterAdmissionPolicy may ask. The AdmissionPolicy CRD refuses the field; this also covers
+// data written before that rule, or by hand.
+func (r revision) allowNetworkBuiltins() bool {
+	return r.Spec.ObjectReference.Kind == kubewardenv1.KindClusterAdmissionPolicy && r.spec.AllowNetworkBuiltins
 }
 
 // contextAwareResources are the kinds the revision's policy may read. An AdmissionPolicy gets

@@ -83,6 +83,15 @@ type PolicySpec struct {
 	// +listType=atomic
 	// +optional
 	ContextAwareResources []ContextAwareResource `json:"contextAwareResources,omitempty"`
+
+	// AllowNetworkBuiltins lets an opa or gatekeeper policy call the Rego built-ins that reach
+	// beyond the policy server's sandbox: http.send, net.lookup_ip_addr, and json.match_schema /
+	// json.verify_schema (a schema may name a remote document). Without it a policy that calls
+	// one fails to load, with a condition naming the built-in. Only ClusterAdmissionPolicies may
+	// set it (Regent's addition): an AdmissionPolicy is written by namespace users, who must not
+	// reach cloud metadata or internal services from the policy server's network.
+	// +optional
+	AllowNetworkBuiltins bool `json:"allowNetworkBuiltins,omitempty"`
 }
 
 // ContextAwareResource is a kind a policy may read, named as in a manifest.
@@ -196,6 +205,7 @@ type AdmissionPolicy struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
+	// +kubebuilder:validation:XValidation:rule="!has(self.allowNetworkBuiltins) || !self.allowNetworkBuiltins",message="allowNetworkBuiltins is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not reach the network from the policy server"
 	Spec   PolicySpec   `json:"spec"`
 	Status PolicyStatus `json:"status,omitempty"`
 }
