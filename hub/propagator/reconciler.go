@@ -35,7 +35,8 @@ type Reconciler struct {
 	// Workers bounds the writes one reconcile issues at once.
 	Workers int
 
-	expect expectations
+	expect  expectations
+	retries writeRetries
 	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
 }
@@ -51,6 +52,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("get root policy %s: %w", req, err)
 		}
 		// The root is gone: so are its replicas.
+		r.retries.forget(req.NamespacedName)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
 	if isReplica(root) {
@@ -75,14 +77,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeRootStatus(ctx, root, plan); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.writeReplicas(ctx, root, plan, replicas); err != nil {
+	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
+	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
+	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
+	failed := r.writeReplicas(ctx, root, plan, replicas)
+	observe(root, plan)
+	if err := r.reportWrites(ctx, root, len(plan.desired), failed); err != nil {
 		return ctrl.Result{}, err
 	}
-	observe(root, plan)
-	if plan.decision.RecheckAfter != nil {
-		return ctrl.Result{RequeueAfter: *plan.decision.RecheckAfter}, nil
-	}
-	return ctrl.Result{}, nil
+	retry := r.retries.next(req.NamespacedName, len(failed) > 0, time.Now())
+	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
 }
 
 // read gathers, from the cache, everything decide needs.
