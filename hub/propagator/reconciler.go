@@ -34,6 +34,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Workers bounds the writes one reconcile issues at once.
 	Workers int
+	// MaxReplicatedBytes caps what one root's replicas take in etcd (serialized replica ×
+	// selected clusters); zero or negative means no cap.
+	MaxReplicatedBytes int64
 
 	expect  expectations
 	retries writeRetries
@@ -67,6 +70,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		// For example a PlacementDecision without its group index: retried, and said on the root.
 		return ctrl.Result{}, errors.Join(err, r.reportProblem(ctx, root, "PlacementUnreadable", err))
+	}
+	if err := r.checkReplicatedSize(root, in.groups.GetClusters()); err != nil {
+		// Only an edit of the root or of its placement can fix it: nothing to retry.
+		return ctrl.Result{}, r.reportProblem(ctx, root, replicatedSizeOverLimit, err)
 	}
 	plan, err := decide(r.Planner, in)
 	if err != nil {
