@@ -87,12 +87,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
 	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
 	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
-	failed := r.writeReplicas(ctx, root, plan, replicas)
+	out := r.writeReplicas(ctx, root, plan, replicas)
 	observe(root, plan)
-	if err := r.reportWrites(ctx, root, len(plan.desired), failed); err != nil {
+	if err := r.reportWrites(ctx, root, len(plan.desired), out); err != nil {
 		return ctrl.Result{}, err
 	}
-	retry := r.retries.next(req.NamespacedName, len(failed) > 0, time.Now())
+	retry := r.retries.next(req.NamespacedName, len(out.failed) > 0, time.Now())
 	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
 }
 

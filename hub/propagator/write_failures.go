@@ -3,6 +3,7 @@ package propagator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -82,7 +83,8 @@ func stale(err error) bool {
 
 // reportWrites says on the root, in its ReplicasWritten condition and an Event, which clusters
 // refused their replica writes and why; and that they all went through once they do again.
-func (r *Reconciler) reportWrites(ctx context.Context, root *policyv1.Policy, selected int, failed map[string]error) error {
+func (r *Reconciler) reportWrites(ctx context.Context, root *policyv1.Policy, selected int, out writeOutcome) error {
+	failed := out.failed
 	refused := map[string]error{}
 	for cluster, err := range failed {
 		log.FromContext(ctx).Error(err, "replica write failed", "cluster", cluster)
@@ -95,7 +97,7 @@ func (r *Reconciler) reportWrites(ctx context.Context, root *policyv1.Policy, se
 	switch {
 	case len(refused) > 0:
 		c = metav1.Condition{Type: replicasWrittenCondition, Status: metav1.ConditionFalse, ObservedGeneration: root.Generation,
-			Reason: "WriteFailed", Message: refusalMessage(refused, selected)}
+			Reason: "WriteFailed", Message: refusalMessage(refused, selected) + heldMessage(out)}
 	case prev == nil || prev.Status == metav1.ConditionTrue || len(failed) > 0:
 		// Nothing refused; or only a stale cache, which says nothing about the refusals reported.
 		return nil
@@ -149,4 +151,14 @@ func refusalMessage(refused map[string]error, selected int) string {
 		fmt.Fprintf(&b, "; %s: %s", cluster, msg)
 	}
 	return b.String()
+}
+
+// heldMessage says which clusters' enforcement waits for which to stop, so that a rollout that does
+// not move explains itself.
+func heldMessage(out writeOutcome) string {
+	if len(out.held) == 0 {
+		return ""
+	}
+	held, still := slices.Sorted(slices.Values(out.held)), slices.Sorted(slices.Values(out.stillEnforcing))
+	return fmt.Sprintf(". Enforcement on %s waits until %s, still enforcing, takes its update", names(held), names(still))
 }

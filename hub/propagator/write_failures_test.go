@@ -121,3 +121,42 @@ func TestWriteFailures_OneRefusingClusterIsReportedAndTheOthersRollOut(t *testin
 	})
 	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 3))
 }
+
+// Enforcement is handed over, never shared: when the cluster that enforces the previous generation
+// refuses the update that stops it, the next cluster's turn waits, and the root says so.
+func TestWriteFailures_AClusterThatCannotStopEnforcingHoldsTheNextTurn(t *testing.T) {
+	e := newEnv(t)
+	a, z := e.cluster("a", nil), e.cluster("z", nil)
+	e.startHub()
+	e.rootPolicy("p", policyv1.Enforce, progressive(1, clusterv1alpha1.RolloutConfig{}))
+	e.bind("b", "pl", policySubject("p"))
+	e.decide("pl", 0, "", a, z)
+	e.drive("p", compliant, aggregateIs(policyv1.RolloutSucceeded, 2))
+
+	accept := e.refuseReplicas(z)
+	e.edit("p", func(p *policyv1.Policy) {
+		raw := strings.Replace(string(p.Spec.PolicyTemplates[0].ObjectDefinition.Raw), `"severity":"low"`, `"severity":"high"`, 1)
+		p.Spec.PolicyTemplates[0].ObjectDefinition.Raw = []byte(raw)
+	})
+	e.eventually("the root says the turn of "+a+" waits for "+z, func() (bool, string) {
+		c := e.condition("p", "ReplicasWritten")
+		return c != nil && c.Status == metav1.ConditionFalse &&
+			strings.Contains(c.Message, fmt.Sprintf("Enforcement on %s waits until %s", a, z)), fmt.Sprintf("condition %+v", c)
+	})
+	reps := e.replicas("p")
+	if got := reps[a].Spec.RemediationAction; got != policyv1.Inform {
+		t.Errorf("%s enforces while %s, still enforcing the previous generation, refuses its update: remediation %q", a, z, got)
+	}
+	if got := reps[z].Spec.RemediationAction; got != policyv1.Enforce {
+		t.Fatalf("the refused update reached %s: remediation %q", z, got)
+	}
+
+	accept()
+	e.drive("p", compliant, func(r *policyv1.Policy) bool {
+		return aggregateIs(policyv1.RolloutSucceeded, 2)(r) && meta.FindStatusCondition(r.Status.Conditions, "Rollout").ObservedGeneration == r.Generation
+	})
+	e.eventually("the root says every replica is written", func() (bool, string) {
+		c := e.condition("p", "ReplicasWritten")
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("condition %+v", c)
+	})
+}

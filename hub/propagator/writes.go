@@ -25,7 +25,7 @@ const fieldOwner = client.FieldOwner("regent-hub")
 // propagation makes every replica exist before it spends requests on statuses), then rollout
 // statuses, then deletions of replicas no longer selected. A write that fails fails only its own
 // cluster: the others still move, and the failures come back by cluster for the root to report.
-func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) map[string]error {
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) writeOutcome {
 	clusters := make([]string, 0, len(p.desired))
 	for name := range p.desired {
 		clusters = append(clusters, name)
@@ -51,13 +51,20 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
 	})
 	maps.Copy(failed, stopped)
-	stillEnforcing := false
+	out := writeOutcome{failed: failed}
 	for cluster := range stopped {
 		if rep := existing[cluster]; rep != nil && isEnforce(&rep.Spec) {
-			stillEnforcing = true
+			out.stillEnforcing = append(out.stillEnforcing, cluster)
 		}
 	}
-	if !stillEnforcing {
+	if len(out.stillEnforcing) > 0 {
+		for _, cluster := range clusters {
+			spec := p.desired[cluster]
+			if isEnforce(spec) && (existing[cluster] == nil || !replicaCurrent(existing[cluster], root, spec, p.hash[spec])) {
+				out.held = append(out.held, cluster)
+			}
+		}
+	} else {
 		maps.Copy(failed, r.eachCluster(clusters, func(cluster string) error {
 			spec := p.desired[cluster]
 			if !isEnforce(spec) {
@@ -92,7 +99,16 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		}
 	}
 	maps.Copy(failed, r.eachCluster(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) }))
-	return failed
+	return out
+}
+
+// writeOutcome is what a pass of replica writes could not do.
+type writeOutcome struct {
+	// failed are the writes that failed, by cluster.
+	failed map[string]error
+	// held are the clusters whose turn to enforce came but whose enforcing write waits, because
+	// stillEnforcing, clusters whose replica enforces, could not be told to stop.
+	held, stillEnforcing []string
 }
 
 func isEnforce(spec *policyv1.PolicySpec) bool {
