@@ -138,7 +138,11 @@ func refusalMessage(refused map[string]error, selected int) string {
 	}
 	sort.Strings(clusters)
 	var b strings.Builder
-	fmt.Fprintf(&b, "replica writes failed on %d clusters (%d selected)", len(clusters), selected)
+	noun := "clusters"
+	if len(clusters) == 1 {
+		noun = "cluster"
+	}
+	fmt.Fprintf(&b, "replica writes failed on %d %s (%d selected)", len(clusters), noun, selected)
 	for i, cluster := range clusters {
 		if i == maxRefusalsNamed {
 			fmt.Fprintf(&b, "; and %d more", len(clusters)-maxRefusalsNamed)

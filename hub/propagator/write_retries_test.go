@@ -1,6 +1,9 @@
 package propagator
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +60,27 @@ func TestWriteRetries_DoubleWithTheFailureAndAreBounded(t *testing.T) {
 	}
 	if got := w.next(root, true, t0.Add(2*time.Hour)); got != writeRetryMin {
 		t.Errorf("a new failure after a success: retry after %v, want %v", got, writeRetryMin)
+	}
+}
+
+// A refusal on many clusters, or with a long error, stays a readable condition.
+func TestRefusalMessage_NamesTenClustersAndBoundsEachError(t *testing.T) {
+	refused := map[string]error{}
+	for i := range 12 {
+		refused[fmt.Sprintf("c%02d", i)] = errors.New("denied")
+	}
+	refused["c00"] = errors.New(strings.Repeat("x", 5000))
+	msg := refusalMessage(refused, 20)
+	if !strings.HasPrefix(msg, "replica writes failed on 12 clusters (20 selected); c00: ") {
+		t.Errorf("message starts %.80q", msg)
+	}
+	if !strings.Contains(msg, "c09: denied; and 2 more") || strings.Contains(msg, "c10") {
+		t.Errorf("message does not name exactly the first ten: %q", msg[len(msg)-80:])
+	}
+	if len(msg) > 2*maxErrorLength {
+		t.Errorf("message of %d bytes: one error is not bounded", len(msg))
+	}
+	if got := refusalMessage(map[string]error{"c1": errors.New("denied")}, 3); got != "replica writes failed on 1 cluster (3 selected); c1: denied" {
+		t.Errorf("one refusal: %q", got)
 	}
 }
