@@ -50,6 +50,9 @@ func TestTrimPolicy_ReplacesAReplicaSpecByItsHash(t *testing.T) {
 	if same.Spec.PolicyTemplates != nil {
 		t.Errorf("cached replica keeps its templates")
 	}
+	if same.Spec.RemediationAction != policyv1.Inform {
+		t.Errorf("cached replica lost its remediation action: %q", same.Spec.RemediationAction)
+	}
 	if same.GenerateName != propagator.SpecHash(&want) {
 		t.Errorf("same spec, other key order: hash %q, want %q", same.GenerateName, propagator.SpecHash(&want))
 	}

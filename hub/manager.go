@@ -80,6 +80,8 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Planner:  rollout.NewPlanner(opts.Clock),
 		Recorder: mgr.GetEventRecorder("regent-hub"),
 		Workers:  opts.Workers,
+		// Negative (no cap) stays negative: the reconciler caps only when positive.
+		MaxReplicatedBytes: opts.MaxReplicatedBytes,
 	}
 	if err := r.SetupWithManager(context.Background(), mgr, opts.Workers); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)

@@ -10,6 +10,10 @@ const (
 	DefaultQPS     = 500
 	DefaultBurst   = 1000
 	DefaultWorkers = 16
+	// DefaultMaxReplicatedBytes caps one root's replicas in etcd (serialized replica × selected
+	// clusters): a 64 KiB policy on 2,000 clusters, a 6 KiB one on 20,000. etcd's default quota is
+	// 2 GiB for everything the hub stores, and one root must not be able to take most of it.
+	DefaultMaxReplicatedBytes = 128 << 20
 )
 
 // Options configure the hub.
@@ -26,6 +30,10 @@ type Options struct {
 	// Workers is how many root policies reconcile at once and how many writes one reconcile
 	// issues at once; DefaultWorkers when zero.
 	Workers int
+	// MaxReplicatedBytes caps the bytes one root policy's replicas take in etcd (the serialized
+	// replica times the clusters it selects); a root over it is not propagated and says so in its
+	// Propagated condition. DefaultMaxReplicatedBytes when zero; negative means no cap.
+	MaxReplicatedBytes int64
 	// Clock is the rollout clock (soak time, deadlines); the real clock when nil.
 	Clock clock.Clock
 	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the hub process (as
@@ -49,6 +57,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
+	}
+	if o.MaxReplicatedBytes == 0 {
+		o.MaxReplicatedBytes = DefaultMaxReplicatedBytes
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

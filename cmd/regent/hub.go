@@ -13,7 +13,7 @@ import (
 
 func newHubCommand() *cobra.Command {
 	var opts hub.Options
-	var kubeconfig, addonImage, memoryLimit string
+	var kubeconfig, addonImage, memoryLimit, maxReplicated string
 	var addonManager bool
 	cmd := &cobra.Command{
 		Use:   "hub",
@@ -30,6 +30,13 @@ func newHubCommand() *cobra.Command {
 					return fmt.Errorf("--memory-limit: %w", err)
 				}
 				opts.MemoryLimit = q.Value()
+			}
+			if maxReplicated != "" {
+				q, err := resource.ParseQuantity(maxReplicated)
+				if err != nil {
+					return fmt.Errorf("--max-replicated-bytes: %w", err)
+				}
+				opts.MaxReplicatedBytes = q.Value()
 			}
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return hub.Run(ctx, opts) })
@@ -49,6 +56,7 @@ func newHubCommand() *cobra.Command {
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 48Mi and 1.25x the live heap; negative: none")
+	f.StringVar(&maxReplicated, "max-replicated-bytes", "", "cap on one root policy's replicas in etcd, serialized replica × selected clusters (e.g. 256Mi); unset: 128Mi; negative: none")
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
 	return cmd

@@ -3,10 +3,12 @@ package addon
 import (
 	"context"
 
+	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -44,5 +46,8 @@ func (r *ownerReconciler) setup(mgr ctrl.Manager) error {
 	named := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == spokeaddon.AddonName })
 	return ctrl.NewControllerManagedBy(mgr).Named("regent-addon-owner").
 		For(&addonv1alpha1.ManagedClusterAddOn{}, builder.WithPredicates(named)).
+		// A process may run the addon manager more than once (tests run it in-process, one after
+		// the other), as it may the hub's manager.
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 }

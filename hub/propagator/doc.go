@@ -5,7 +5,11 @@
 // placement decisions through sdk-go's tracker, the replicas), lets package rollout decide each
 // cluster's rollout status, and then writes: the root's status first — it is the rollout's record,
 // so a hub killed at any moment resumes from it — then the replicas (created, updated, put back,
-// deleted) and their rollout status. Nothing is written when nothing changed. Replicas are tied to
+// deleted) and their rollout status. Nothing is written when nothing changed. A replica write the
+// apiserver refuses fails only its cluster: it is named on the root (condition ReplicasWritten)
+// and retried, while the other clusters move on and the rollout's own recheck time is kept. A root
+// whose replicas would exceed the hub's byte cap is not propagated (Propagated=False,
+// ReplicatedSizeOverLimit) and its existing replicas are left alone. Replicas are tied to
 // their root by OCM's labels, not owner references, because owners cannot live in another
 // namespace; a replica whose root is gone is deleted when the root's key is reconciled.
 package propagator

@@ -75,7 +75,14 @@ func newEnv(t *testing.T) *env {
 // startHub starts a hub manager in-process; a test may stop it and start another.
 func (e *env) startHub() {
 	e.t.Helper()
-	mgr, err := hub.NewManager(hubCluster.Config, hub.Options{MetricsBindAddress: "0"})
+	e.startHubWith(hub.Options{})
+}
+
+// startHubWith starts a hub manager with opts; metrics are off.
+func (e *env) startHubWith(opts hub.Options) {
+	e.t.Helper()
+	opts.MetricsBindAddress = "0"
+	mgr, err := hub.NewManager(hubCluster.Config, opts)
 	if err != nil {
 		e.t.Fatalf("hub manager: %v", err)
 	}

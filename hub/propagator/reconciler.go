@@ -34,8 +34,12 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Workers bounds the writes one reconcile issues at once.
 	Workers int
+	// MaxReplicatedBytes caps what one root's replicas take in etcd (serialized replica ×
+	// selected clusters); zero or negative means no cap.
+	MaxReplicatedBytes int64
 
-	expect expectations
+	expect  expectations
+	retries writeRetries
 	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
 }
@@ -51,6 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("get root policy %s: %w", req, err)
 		}
 		// The root is gone: so are its replicas.
+		r.retries.forget(req.NamespacedName)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
 	if isReplica(root) {
@@ -66,6 +71,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// For example a PlacementDecision without its group index: retried, and said on the root.
 		return ctrl.Result{}, errors.Join(err, r.reportProblem(ctx, root, "PlacementUnreadable", err))
 	}
+	if err := r.checkReplicatedSize(root, in.groups.GetClusters()); err != nil {
+		// Only an edit of the root or of its placement can fix it: nothing to retry.
+		return ctrl.Result{}, r.reportProblem(ctx, root, replicatedSizeOverLimit, err)
+	}
 	plan, err := decide(r.Planner, in)
 	if err != nil {
 		// A bad strategy (unparsable deadline, maxFailures) is the user's to fix: say so on the
@@ -75,14 +84,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeRootStatus(ctx, root, plan); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.writeReplicas(ctx, root, plan, replicas); err != nil {
+	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
+	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
+	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
+	out := r.writeReplicas(ctx, root, plan, replicas)
+	observe(root, plan)
+	if err := r.reportWrites(ctx, root, len(plan.desired), out); err != nil {
 		return ctrl.Result{}, err
 	}
-	observe(root, plan)
-	if plan.decision.RecheckAfter != nil {
-		return ctrl.Result{RequeueAfter: *plan.decision.RecheckAfter}, nil
-	}
-	return ctrl.Result{}, nil
+	retry := r.retries.next(req.NamespacedName, len(out.failed) > 0, time.Now())
+	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
 }
 
 // read gathers, from the cache, everything decide needs.

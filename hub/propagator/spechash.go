@@ -41,8 +41,9 @@ func SpecHash(spec *policyv1.PolicySpec) string {
 }
 
 // TrimReplica replaces, in a replica about to enter the hub's cache, the spec by its hash: the
-// hub compares a replica's spec with the one it wants and never reads it otherwise, and the
-// templates are most of a replica's size. Roots are left whole.
+// hub compares a replica's spec with the one it wants, and the templates are most of a replica's
+// size. The remediation action stays: when a write telling a cluster to stop enforcing fails, the
+// hub must know whether that cluster still enforces. Roots are left whole.
 func TrimReplica(p *policyv1.Policy) {
 	// The informer may hand an object it already transformed to the transform again (client-go
 	// documents it for Replace): a second pass must not hash the emptied spec.
@@ -50,7 +51,7 @@ func TrimReplica(p *policyv1.Policy) {
 		return
 	}
 	p.GenerateName = SpecHash(&p.Spec)
-	p.Spec = policyv1.PolicySpec{}
+	p.Spec = policyv1.PolicySpec{RemediationAction: p.Spec.RemediationAction}
 }
 
 // specMatches says whether a replica carries spec, whose SpecHash is hash. A replica read

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -22,8 +23,9 @@ const fieldOwner = client.FieldOwner("regent-hub")
 
 // writeReplicas brings the replicas to the plan: specs first for every cluster (so a large
 // propagation makes every replica exist before it spends requests on statuses), then rollout
-// statuses, then deletions of replicas no longer selected.
-func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) error {
+// statuses, then deletions of replicas no longer selected. A write that fails fails only its own
+// cluster: the others still move, and the failures come back by cluster for the root to report.
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) writeOutcome {
 	clusters := make([]string, 0, len(p.desired))
 	for name := range p.desired {
 		clusters = append(clusters, name)
@@ -37,36 +39,58 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		}
 	}
 	clusters = ready
+	failed := map[string]error{}
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
-	// a cluster and gives it to another, the two are never enforced at once.
-	for _, enforcing := range []bool{false, true} {
-		err := r.each(clusters, func(cluster string) error {
+	// a cluster and gives it to another, the two are never enforced at once. So a cluster that
+	// could not be told to stop holds back every cluster about to start.
+	stopped := r.eachCluster(clusters, func(cluster string) error {
+		spec := p.desired[cluster]
+		if isEnforce(spec) {
+			return nil
+		}
+		return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
+	})
+	maps.Copy(failed, stopped)
+	out := writeOutcome{failed: failed}
+	for cluster := range stopped {
+		if rep := existing[cluster]; rep != nil && isEnforce(&rep.Spec) {
+			out.stillEnforcing = append(out.stillEnforcing, cluster)
+		}
+	}
+	if len(out.stillEnforcing) > 0 {
+		for _, cluster := range clusters {
 			spec := p.desired[cluster]
-			if isEnforce(spec) != enforcing {
+			if isEnforce(spec) && (existing[cluster] == nil || !replicaCurrent(existing[cluster], root, spec, p.hash[spec])) {
+				out.held = append(out.held, cluster)
+			}
+		}
+	} else {
+		maps.Copy(failed, r.eachCluster(clusters, func(cluster string) error {
+			spec := p.desired[cluster]
+			if !isEnforce(spec) {
 				return nil
 			}
 			return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
-		})
-		if err != nil {
-			return err
-		}
+		}))
 	}
 	// A pass that created replicas leaves their rollout status to the next one, which the creations'
-	// own watch events start: across every root, making replicas exist comes first.
+	// own watch events start: across every root, making replicas exist comes first. A replica that
+	// could not be created is no creation: it must not hold back the others' statuses.
+	var written []string
 	created := false
 	for _, cluster := range clusters {
+		if _, ok := failed[cluster]; ok {
+			continue
+		}
+		written = append(written, cluster)
 		if existing[cluster] == nil {
 			created = true
-			break
 		}
 	}
 	if !created {
-		err := r.each(clusters, func(cluster string) error {
+		maps.Copy(failed, r.eachCluster(written, func(cluster string) error {
 			return r.writeStatus(ctx, root, cluster, p, existing[cluster])
-		})
-		if err != nil {
-			return err
-		}
+		}))
 	}
 	var gone []string
 	for cluster := range existing {
@@ -74,7 +98,17 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			gone = append(gone, cluster)
 		}
 	}
-	return r.each(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) })
+	maps.Copy(failed, r.eachCluster(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) }))
+	return out
+}
+
+// writeOutcome is what a pass of replica writes could not do.
+type writeOutcome struct {
+	// failed are the writes that failed, by cluster.
+	failed map[string]error
+	// held are the clusters whose turn to enforce came but whose enforcing write waits, because
+	// stillEnforcing, clusters whose replica enforces, could not be told to stop.
+	held, stillEnforcing []string
 }
 
 func isEnforce(spec *policyv1.PolicySpec) bool {
@@ -194,25 +228,36 @@ func (r *Reconciler) cleanup(ctx context.Context, root types.NamespacedName) err
 
 // each runs fn for every item, at most Workers at a time, and joins the errors.
 func (r *Reconciler) each(items []string, fn func(string) error) error {
+	failed := r.eachCluster(items, fn)
+	errs := make([]error, 0, len(failed))
+	for _, err := range failed {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// eachCluster runs fn for every cluster, at most Workers at a time, and returns the errors by
+// cluster.
+func (r *Reconciler) eachCluster(clusters []string, fn func(string) error) map[string]error {
 	workers := max(r.Workers, 1)
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, workers)
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed = map[string]error{}
+		sem    = make(chan struct{}, workers)
 	)
-	for _, item := range items {
+	for _, cluster := range clusters {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := fn(item); err != nil {
+			if err := fn(cluster); err != nil {
 				mu.Lock()
-				errs = append(errs, err)
+				failed[cluster] = err
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return failed
 }
