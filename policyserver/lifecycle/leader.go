@@ -43,6 +43,10 @@ type leader struct {
 	// goroutine of its own that can outlive Run, and a pass must never use a closed engine.
 	mu     sync.Mutex
 	closed bool
+
+	// preparing, when set, is called with a revision's name just before it is prepared: tests
+	// kill the leader there, as a module that crashes or OOM-kills its preparer would.
+	preparing func(revision string)
 }
 
 // close waits for a pass in progress (its context is already cancelled) and releases the engine.
@@ -144,6 +148,9 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 // returns the cache key it built, if any.
 func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys) string {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
+	if l.preparing != nil {
+		l.preparing(rev.Name)
+	}
 	digest, key, err := l.prepareRevision(ctx, rev, keys)
 	// The leader loads a policy only to validate it, then closes it: what it copied or compiled
 	// into its private directory has served, and the signed entry is where replicas load from.
