@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +151,16 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 // returns the cache key it built, if any.
 func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys) string {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
+	gaveUp, err := l.beginAttempt(ctx, rev)
+	if err != nil {
+		// Unrecorded, an attempt that kills this leader would be made again by every leader.
+		log.Error(err, "could not record the preparation attempt; not preparing the revision")
+		return ""
+	}
+	if gaveUp {
+		log.Error(nil, "revision given up: its earlier preparations ended without an outcome")
+		return ""
+	}
 	if l.preparing != nil {
 		l.preparing(rev.Name)
 	}
@@ -156,6 +169,12 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys)
 	// into its private directory has served, and the signed entry is where replicas load from.
 	if n := newPrivateFiles(l.privateDir).sweep(); n > 0 {
 		log.V(1).Info("cleared the leader's private files", "files", n)
+	}
+	if ctx.Err() != nil {
+		// Leadership ended mid-preparation: the attempt ended without a crash and has no
+		// outcome to report, so it must not count towards giving the revision up.
+		l.endAttempt(rev, log)
+		return ""
 	}
 	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
@@ -167,7 +186,8 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys)
 		log.Info("revision initialized", "moduleDigest", digest, "cacheKey", key)
 	}
 	werr := l.status.update(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), func(r *kubewardenv1.PolicyRevision, now metav1.Time) bool {
-		changed := false
+		changed := r.Status.PreparationAttempts != 0
+		r.Status.PreparationAttempts = 0 // the attempt has an outcome: it did not kill the leader
 		if digest != "" && r.Status.ModuleDigest != digest {
 			r.Status.ModuleDigest, changed = digest, true
 		}
@@ -182,6 +202,66 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys)
 		log.Error(werr, "could not report the revision's initialization")
 	}
 	return key
+}
+
+// beginAttempt records on the revision, before anything of it is pulled or compiled, that the
+// leader is about to prepare it; when as many attempts as the bound ended without an outcome, it
+// gives the revision up instead (Initialized False, PreparationAbandoned) and says so.
+func (l *leader) beginAttempt(ctx context.Context, rev revision) (gaveUp bool, err error) {
+	bound := l.opts.MaxPreparationAttempts
+	err = l.status.update(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), func(r *kubewardenv1.PolicyRevision, now metav1.Time) bool {
+		gaveUp = r.Status.PreparationAttempts >= bound
+		if !gaveUp {
+			r.Status.PreparationAttempts++
+			return true
+		}
+		c := rev.condition(kubewardenv1.ConditionInitialized, nil, false, ReasonPreparationAbandoned, fmt.Sprintf(
+			"gave up after %d attempts: each ended without an outcome, so preparing this module crashes or exhausts "+
+				"the memory of the policy server; it will not be tried again until the policy changes", r.Status.PreparationAttempts))
+		var changed bool
+		r.Status.Conditions, changed = setCondition(r.Status.Conditions, c, now)
+		return changed
+	})
+	return gaveUp, err
+}
+
+// endAttempt clears the attempt of a preparation cut short by the leader losing its Lease,
+// with a context of its own since the leader's is done.
+func (l *leader) endAttempt(rev revision, log logr.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := l.status.update(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), func(r *kubewardenv1.PolicyRevision, _ metav1.Time) bool {
+		if r.Status.PreparationAttempts == 0 {
+			return false
+		}
+		r.Status.PreparationAttempts--
+		return true
+	})
+	if err != nil {
+		log.Error(err, "could not clear the preparation attempt cut short by losing leadership")
+	}
+}
+
+// clearStaging removes what a leader killed mid-preparation left behind: staging directories
+// in the shared cache and pull directories and files in its private one. Only the leader writes
+// either, and this one has just started leading, so nothing there is in flight.
+func (l *leader) clearStaging() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	removed, err := l.cache.RemoveStaging()
+	if err != nil {
+		l.log.Error(err, "could not remove every staging directory of the shared cache")
+	}
+	if len(removed) > 0 {
+		l.log.Info("removed staging directories a previous leader left half-built", "directories", removed)
+	}
+	entries, _ := os.ReadDir(l.privateDir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), pullDirPrefix) {
+			_ = os.RemoveAll(filepath.Join(l.privateDir, e.Name()))
+		}
+	}
+	newPrivateFiles(l.privateDir).sweep()
 }
 
 // prepareRevision returns the module digest and the cache key, as far as it got, and a

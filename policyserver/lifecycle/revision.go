@@ -13,13 +13,16 @@ import (
 
 // Condition reasons written by the policy server.
 const (
-	ReasonInitialized      = "Initialized"
-	ReasonPullError        = "PullError"
-	ReasonCompileError     = "CompileError"
-	ReasonInvalidSettings  = "InvalidSettings"
-	ReasonSignError        = "SignError"
-	ReasonLoaded           = "Loaded"
-	ReasonSignatureInvalid = "SignatureInvalid"
+	ReasonInitialized     = "Initialized"
+	ReasonPullError       = "PullError"
+	ReasonCompileError    = "CompileError"
+	ReasonInvalidSettings = "InvalidSettings"
+	ReasonSignError       = "SignError"
+	// ReasonPreparationAbandoned: as many preparations as the bound began and never reported
+	// an outcome (the leader crashed or was OOM-killed); the revision is not tried again.
+	ReasonPreparationAbandoned = "PreparationAbandoned"
+	ReasonLoaded               = "Loaded"
+	ReasonSignatureInvalid     = "SignatureInvalid"
 	// ReasonCompiledPrivately: the cache entry was refused (bad signature) and the replica
 	// compiled the module itself; it serves it.
 	ReasonCompiledPrivately = "CompiledPrivately"

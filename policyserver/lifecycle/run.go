@@ -59,8 +59,11 @@ type Options struct {
 	// ResyncInterval is how often the replica and the leader look again without an event
 	// (default 30s); RetryInterval how long a failure waits before it is retried (default 30s).
 	ResyncInterval, RetryInterval time.Duration
-	Clock                         clock.Clock
-	Logger                        logr.Logger
+	// MaxPreparationAttempts bounds the attempts to prepare a revision that end without an
+	// outcome, as when its module crashes or OOM-kills the leader (default 3).
+	MaxPreparationAttempts int32
+	Clock                  clock.Clock
+	Logger                 logr.Logger
 
 	// keepLeaseOnStop leaves the leader and replica Leases held when ctx ends, as a crashed
 	// process would: tests use it to kill a replica.
@@ -110,6 +113,9 @@ func (o Options) withDefaults() (Options, error) {
 	defaultDuration(&o.RetryPeriod, 2*time.Second)
 	defaultDuration(&o.ResyncInterval, 30*time.Second)
 	defaultDuration(&o.RetryInterval, 30*time.Second)
+	if o.MaxPreparationAttempts <= 0 {
+		o.MaxPreparationAttempts = 3
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -225,6 +231,7 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
 	wg.Go(func() {
 		err := elect(ctx, opts, kube, func(ctx context.Context) {
+			ldr.clearStaging()
 			nudge(leaderPokes)
 			loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
 		})
