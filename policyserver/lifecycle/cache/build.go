@@ -56,6 +56,9 @@ func (c Cache) Build(ctx context.Context, src Source, signer *signing.Signer) (s
 	if err := os.WriteFile(filepath.Join(staging, ModuleFile), src.Wasm, 0o644); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrSign, err)
 	}
+	if stagedHook != nil {
+		stagedHook(staging)
+	}
 	m := Manifest{
 		Version: c.Version, ModuleDigest: src.ModuleDigest, WasmDigest: Digest(src.Wasm),
 		ExecutionMode: src.ExecutionMode, Entrypoint: src.Entrypoint, Files: map[string]string{},
@@ -98,6 +101,11 @@ func (c Cache) Build(ctx context.Context, src Source, signer *signing.Signer) (s
 	}
 	return key, nil
 }
+
+// stagedHook, when set, is called once the entry's files are in the shared staging directory
+// and before the entry is published: tests swap files there, as another writer to the shared
+// volume could.
+var stagedHook func(staging string)
 
 // isSignature tells signature files from the files they sign.
 func isSignature(path string) bool { return strings.HasSuffix(path, signing.SignatureSuffix) }

@@ -155,3 +155,33 @@ func TestCache_GC_RemovesEntriesNotKept_UnderEveryVersion(t *testing.T) {
 		}
 	}
 }
+
+// Another writer to the shared volume swaps the module and the machine code while the leader
+// stages the entry: what it swapped in must never open as the entry.
+func TestCache_FilesSwappedWhileStaged_DoNotOpen(t *testing.T) {
+	ctx := context.Background()
+	signer, verifier := keys(t)
+	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
+	src := regoSource(t)
+	evil := []byte("\x00asm\x01\x00\x00\x00 another module")
+	cache.SetStagedHook(func(staging string) {
+		for _, f := range append(compiledFiles(t, staging), filepath.Join(staging, cache.ModuleFile)) {
+			if err := os.WriteFile(f, evil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	defer cache.SetStagedHook(nil)
+	key, err := c.Build(ctx, src, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := t.TempDir()
+	opened, err := c.Open(key, verifier, private)
+	if !errors.Is(err, cache.ErrSignatureInvalid) {
+		t.Fatalf("an entry whose files were swapped before publishing opened (module %q, err %v)", opened.Wasm, err)
+	}
+	if n := len(compiledFiles(t, private)); n != 0 {
+		t.Fatalf("%d swapped files reached the private cache", n)
+	}
+}
