@@ -243,7 +243,7 @@ func (l *leader) endAttempt(rev revision, log logr.Logger) {
 }
 
 // clearStaging removes what a leader killed mid-preparation left behind: staging directories
-// in the shared cache and pull directories and files in its private one. Only the leader writes
+// in the shared cache, and pull and compilation directories and files in its private one. Only the leader writes
 // either, and this one has just started leading, so nothing there is in flight.
 func (l *leader) clearStaging() {
 	l.mu.Lock()
@@ -257,7 +257,7 @@ func (l *leader) clearStaging() {
 	}
 	entries, _ := os.ReadDir(l.privateDir)
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), pullDirPrefix) {
+		if e.IsDir() && (strings.HasPrefix(e.Name(), pullDirPrefix) || strings.HasPrefix(e.Name(), cache.StagingPrefix)) {
 			_ = os.RemoveAll(filepath.Join(l.privateDir, e.Name()))
 		}
 	}
@@ -278,7 +278,7 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 	// An entry another revision built for the same module is reused once it verifies.
 	opened, err := l.cache.Open(key, keys.verifier, l.privateDir)
 	if err != nil {
-		if _, err := l.cache.Build(ctx, src, keys.signer); err != nil {
+		if _, err := l.cache.Build(ctx, src, keys.signer, l.privateDir); err != nil {
 			reason := ReasonSignError
 			if errors.Is(err, cache.ErrCompile) {
 				reason = ReasonCompileError
