@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle"
+	"regent.dev/regent/policyserver/lifecycle/pull"
 )
 
 func newPolicyServerCommand() *cobra.Command {
@@ -76,6 +78,10 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
 	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder every replica shares (ReadWriteMany volume)")
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
+	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
+	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
+	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
+	f.Int64Var(&lc.Pull.MaxBytes, "pull-max-bytes", pull.DefaultMaxModuleBytes, "largest module a pull accepts")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/lifecycle/pull"
 )
 
 // A module that crashes or OOM-kills whoever prepares it would kill every leader in turn: each
@@ -37,7 +38,7 @@ func TestLeader_RevisionThatKillsItsPreparer_IsGivenUpAfterTheBound(t *testing.T
 	killer := e.createRevision(t, ps, "killer", 1, regoSpec(writeFile(t, "killer.rego", regoSource(t, "killer"))))
 
 	opts, err := Options{Config: e.config, Namespace: testNamespace, PolicyServer: ps, SharedCache: shared,
-		Version: "v1", Server: policyserver.Options{CacheDir: private}}.withDefaults()
+		Version: "v1", Server: policyserver.Options{CacheDir: private}, Pull: pull.Options{FileRoots: []string{os.TempDir()}}}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,10 @@ func (e *env) startReplica(t *testing.T, opts Options) *replicaHandle {
 	opts.Namespace = testNamespace
 	opts.Server.Listener = ln
 	opts.Server.CertFile, opts.Server.KeyFile = e.certs.CertFile, e.certs.KeyFile
+	if opts.Pull.FileRoots == nil {
+		// Tests write their modules under the temporary directory: allowed explicitly.
+		opts.Pull.FileRoots = []string{os.TempDir()}
+	}
 	if opts.Server.CacheDir == "" {
 		opts.Server.CacheDir = filepath.Join(t.TempDir(), "private")
 	}
