@@ -46,13 +46,19 @@ func TestLeader_RevisionThatKillsItsPreparer_IsGivenUpAfterTheBound(t *testing.T
 	const bound = 3 // the default
 	killed := 0
 	for range bound {
-		l, err := newLeader(ctx, opts, e.client, e.client)
+		pulled := make(chan struct{}, 1)
+		l, err := newLeader(ctx, opts, e.client, e.client, func() { nudge(pulled) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
 		l.preparing = func(string) { killed++; close(done); runtime.Goexit() }
-		go func() { _ = l.sync(ctx) }()
+		go func() {
+			for { // the first pass starts the pull, the one after it prepares
+				_ = l.sync(ctx)
+				<-pulled
+			}
+		}()
 		<-done
 		l.close()
 	}

@@ -38,6 +38,7 @@ type leader struct {
 	privateDir string
 	log        logr.Logger
 	sources    compiledSources
+	pulls      *pulls
 	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
 	// signed are retried at once instead of after RetryInterval.
 	keysChanged atomic.Bool
@@ -52,8 +53,10 @@ type leader struct {
 	preparing func(revision string)
 }
 
-// close waits for a pass in progress (its context is already cancelled) and releases the engine.
+// close waits for a pass and the pulls in progress (their context is already cancelled) and
+// releases the engine.
 func (l *leader) close() {
+	l.pulls.wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
@@ -73,7 +76,7 @@ func (l *leader) sync(ctx context.Context) error {
 		return fmt.Errorf("list revisions: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	keep := map[string]bool{}
+	keep, wanted := map[string]bool{}, map[pullKey]bool{}
 	var keys signingKeys
 	retrySigning := l.keysChanged.Swap(false)
 	for i := range list.Items {
@@ -91,13 +94,20 @@ func (l *leader) sync(ctx context.Context) error {
 		if !l.needsInit(rev, retrySigning) {
 			continue
 		}
+		k := pullKey{uid: rev.UID, module: rev.spec.Module}
+		wanted[k] = true
+		pulled, ok := l.pulls.get(ctx, k)
+		if !ok {
+			continue // still pulling; the pull's end brings another pass
+		}
 		if keys.err == nil && keys.signer == nil {
 			keys = l.readKeys(ctx)
 		}
-		if key := l.initialize(ctx, rev, keys); key != "" {
+		if key := l.initialize(ctx, rev, keys, pulled); key != "" {
 			keep[key] = true
 		}
 	}
+	l.pulls.keepOnly(wanted)
 	removed, err := l.cache.GC(keep)
 	if len(removed) > 0 {
 		l.log.Info("removed cache entries no enabled revision uses", "entries", removed)
@@ -149,7 +159,7 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 
 // initialize prepares one revision and reports the outcome as its Initialized condition; it
 // returns the cache key it built, if any.
-func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys) string {
+func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) string {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
 	gaveUp, err := l.beginAttempt(ctx, rev)
 	if err != nil {
@@ -164,7 +174,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys)
 	if l.preparing != nil {
 		l.preparing(rev.Name)
 	}
-	digest, key, err := l.prepareRevision(ctx, rev, keys)
+	digest, key, err := l.prepareRevision(ctx, rev, keys, pulled)
 	// The leader loads a policy only to validate it, then closes it: what it copied or compiled
 	// into its private directory has served, and the signed entry is where replicas load from.
 	if n := newPrivateFiles(l.privateDir).sweep(); n > 0 {
@@ -266,8 +276,11 @@ func (l *leader) clearStaging() {
 
 // prepareRevision returns the module digest and the cache key, as far as it got, and a
 // *stepError naming the step that failed.
-func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signingKeys) (digest, key string, err error) {
-	src, err := prepare(ctx, rev, l.opts.Pull, l.privateDir, &l.sources)
+func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) (digest, key string, err error) {
+	if pulled.err != nil {
+		return "", "", &stepError{ReasonPullError, pulled.err}
+	}
+	src, err := compileSource(ctx, rev, pulled.module, l.privateDir, &l.sources)
 	if err != nil {
 		return "", "", err
 	}
@@ -306,7 +319,8 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 	return digest, key, nil
 }
 
-func newLeader(ctx context.Context, opts Options, reader client.Reader, api client.Client) (*leader, error) {
+// newLeader makes the leader; pulled is called whenever a pull ends, to ask for a pass.
+func newLeader(ctx context.Context, opts Options, reader client.Reader, api client.Client, pulled func()) (*leader, error) {
 	dir := opts.Server.CacheDir + "-leader"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("leader cache: %w", err)
@@ -319,6 +333,6 @@ func newLeader(ctx context.Context, opts Options, reader client.Reader, api clie
 	return &leader{
 		opts: opts, reader: reader, api: api, status: statusWriter{client: api, clock: opts.Clock},
 		cache: cache.Cache{Root: opts.SharedCache, Version: opts.Version}, engine: e, privateDir: dir,
-		log: opts.Logger.WithName("leader"),
+		log: opts.Logger.WithName("leader"), pulls: newPulls(opts.Pull, pulled),
 	}, nil
 }

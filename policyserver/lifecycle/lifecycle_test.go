@@ -1,14 +1,18 @@
 package lifecycle
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/policyserver/internal/guests"
@@ -23,6 +27,47 @@ func TestLifecycle(t *testing.T) {
 	t.Run("LeaderInitializesFromEverySource_ReplicaServesAndReportsReady", func(t *testing.T) { testSources(t, e) })
 	t.Run("BadModulesSettingsAndRegistries_AreConditionsNotCrashes", func(t *testing.T) { testFailures(t, e) })
 	t.Run("ContextAwareRevision_ReadsTheClusterThroughTheReplicasConfig", func(t *testing.T) { testContextAware(t, e) })
+	t.Run("SlowPull_DelaysNoOtherRevision", func(t *testing.T) { testSlowPull(t, e) })
+}
+
+// A module server that never answers holds back only its own revision: the leader prepares
+// the others while it waits, and the slow one once its module arrives.
+func testSlowPull(t *testing.T, e *env) {
+	const ps = "slow-pull"
+	shared := e.policyServer(t, ps)
+	release, slowSource := make(chan struct{}), regoSource(t, "slow")
+	slow := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+			_, _ = w.Write(slowSource)
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	cas := slow.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	// A budget far longer than the test: only pulling concurrently lets the fast one through.
+	e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1",
+		Pull: pull.Options{CAs: cas, Timeout: time.Hour, FileRoots: []string{os.TempDir()}}})
+	// Named so the slow one comes first in the leader's order.
+	slowRev := e.createRevision(t, ps, "a-slow", 1, regoSpec(slow.URL+"/policy.rego"))
+	fast := e.createRevision(t, ps, "b-fast", 1, regoSpec(writeFile(t, "fast.rego", regoSource(t, "fast"))))
+	e.waitRevision(t, fast.Name, "Ready while the slow module is still pulling", readyOn(0, ReasonLoaded))
+	var now kubewardenv1.PolicyRevision
+	if err := e.client.Get(context.Background(), client.ObjectKeyFromObject(slowRev), &now); err != nil {
+		t.Fatal(err)
+	}
+	if c := cond(&now, kubewardenv1.ConditionInitialized, nil); c != nil && c.Status != metav1.ConditionUnknown {
+		t.Fatalf("the slow revision has an outcome before its module arrived: %+v", c)
+	}
+	close(release)
+	released = true
+	e.waitRevision(t, slowRev.Name, "Ready once its module arrived", readyOn(0, ReasonLoaded))
 }
 
 func testSources(t *testing.T, e *env) {

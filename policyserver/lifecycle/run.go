@@ -191,13 +191,13 @@ func Run(ctx context.Context, opts Options) error {
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
 		files: newPrivateFiles(opts.Server.CacheDir),
 	}
-	ldr, err := newLeader(ctx, opts, informers, api)
+	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
+	ldr, err := newLeader(ctx, opts, informers, api, func() { nudge(leaderPokes) })
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
 	defer ldr.close()
 
-	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
 	inf, err := informers.GetInformer(ctx, &kubewardenv1.PolicyRevision{})
 	if err != nil {

@@ -31,6 +31,11 @@ func prepare(ctx context.Context, r revision, opts pull.Options, scratch string,
 	if err != nil {
 		return cache.Source{}, &stepError{ReasonPullError, err}
 	}
+	return compileSource(ctx, r, m, scratch, memo)
+}
+
+// compileSource turns a pulled module into the wasm the engine loads.
+func compileSource(ctx context.Context, r revision, m pull.Module, scratch string, memo *compiledSources) (cache.Source, error) {
 	memoKey := m.Digest + " " + path.Base(m.Path) + " " + string(r.spec.ExecutionMode)
 	if src, ok := memo.get(memoKey); ok {
 		return src, nil
