@@ -22,7 +22,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var opts policyserver.Options
 	var lc lifecycle.Options
 	var useLifecycle, replicaFromHostname bool
-	var kubeconfig, pullCA string
+	var kubeconfig, leaderKubeconfig, pullCA string
 	cmd := &cobra.Command{
 		Use:   "policy-server",
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
@@ -58,6 +58,11 @@ func newPolicyServerCommand() *cobra.Command {
 					return err
 				}
 			}
+			if leaderKubeconfig != "" {
+				if lc.LeaderConfig, err = loadConfig(leaderKubeconfig); err != nil {
+					return fmt.Errorf("--leader-kubeconfig: %w", err)
+				}
+			}
 			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
 			return lifecycle.Run(cmd.Context(), lc)
 		},
@@ -72,6 +77,8 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig: the cluster context-aware policies read and, with --lifecycle, the one holding the revisions\n"+
 		"(default: $KUBECONFIG, ~/.kube/config, in-cluster; without --lifecycle, finding none only makes policies' lookups fail)")
+	f.StringVar(&leaderKubeconfig, "leader-kubeconfig", "", "identity the leader reads the signing key Secret with: the PolicyServer's leader ServiceAccount\n"+
+		"(default: --kubeconfig's, which a replica's ServiceAccount is refused)")
 	f.StringVar(&lc.PolicyServer, "policy-server", "default", "PolicyServer whose revisions this replica serves")
 	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
 	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")

@@ -30,8 +30,10 @@ type leader struct {
 	opts   Options
 	reader client.Reader // the informer cache of this server's revisions
 	api    client.Client
-	status statusWriter
-	cache  cache.Cache
+	// keyReader reads the signing key Secret as the leader's identity (Options.LeaderConfig).
+	keyReader client.Reader
+	status    statusWriter
+	cache     cache.Cache
 	// engine validates settings by loading the policy from privateDir, into which Open copies
 	// the verified entry: the same path a replica takes.
 	engine     *engine.Engine
@@ -140,17 +142,23 @@ type signingKeys struct {
 	err      error
 }
 
+// readKeys reads the certificates as every replica does, and the private key through the
+// leader's own identity: the key Secret is refused to replicas.
 func (l *leader) readKeys(ctx context.Context) signingKeys {
-	var s corev1.Secret
+	var pub, key corev1.Secret
 	name := signing.SecretName(l.opts.PolicyServer)
-	if err := l.api.Get(ctx, client.ObjectKey{Namespace: l.opts.Namespace, Name: name}, &s); err != nil {
+	if err := l.api.Get(ctx, client.ObjectKey{Namespace: l.opts.Namespace, Name: name}, &pub); err != nil {
 		return signingKeys{err: fmt.Errorf("read signing Secret %s: %w", name, err)}
 	}
-	signer, err := signing.NewSigner(s.Data)
-	if err != nil {
-		return signingKeys{err: fmt.Errorf("signing Secret %s: %w", name, err)}
+	keyName := signing.KeySecretName(l.opts.PolicyServer)
+	if err := l.keyReader.Get(ctx, client.ObjectKey{Namespace: l.opts.Namespace, Name: keyName}, &key); err != nil {
+		return signingKeys{err: fmt.Errorf("read signing key Secret %s as the leader's identity: %w", keyName, err)}
 	}
-	verifier, err := signing.NewVerifier(s.Data, l.opts.Clock.Now())
+	signer, err := signing.NewSigner(key.Data)
+	if err != nil {
+		return signingKeys{err: fmt.Errorf("signing key Secret %s: %w", keyName, err)}
+	}
+	verifier, err := signing.NewVerifier(pub.Data, l.opts.Clock.Now())
 	if err != nil {
 		return signingKeys{err: fmt.Errorf("signing Secret %s: %w", name, err)}
 	}
@@ -326,12 +334,20 @@ func newLeader(ctx context.Context, opts Options, reader client.Reader, api clie
 		return nil, fmt.Errorf("leader cache: %w", err)
 	}
 	// The host is the replica's: a policy may look things up while it validates its settings.
+	keyReader := client.Reader(api)
+	if opts.LeaderConfig != nil {
+		c, err := client.New(opts.LeaderConfig, client.Options{Scheme: api.Scheme()})
+		if err != nil {
+			return nil, fmt.Errorf("leader identity: %w", err)
+		}
+		keyReader = c
+	}
 	e, err := engine.New(ctx, engine.Options{CacheDir: dir, MaxInstancesPerPolicy: 1, Logger: opts.Logger, Host: opts.Server.Host})
 	if err != nil {
 		return nil, fmt.Errorf("leader engine: %w", err)
 	}
 	return &leader{
-		opts: opts, reader: reader, api: api, status: statusWriter{client: api, clock: opts.Clock},
+		opts: opts, reader: reader, api: api, keyReader: keyReader, status: statusWriter{client: api, clock: opts.Clock},
 		cache: cache.Cache{Root: opts.SharedCache, Version: opts.Version}, engine: e, privateDir: dir,
 		log: opts.Logger.WithName("leader"), pulls: newPulls(opts.Pull, pulled),
 	}, nil

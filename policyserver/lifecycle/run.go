@@ -35,6 +35,10 @@ import (
 type Options struct {
 	// Config reaches the apiserver holding the revisions.
 	Config *rest.Config
+	// LeaderConfig is the identity the leader reads the signing key Secret with: the
+	// PolicyServer's leader ServiceAccount, which alone may get it (nil: Config, for an admin
+	// kubeconfig). Without it, a leader that is refused the key reports SignError.
+	LeaderConfig *rest.Config
 	// Namespace holds the revisions, the Leases and the signing Secret (default regent-system).
 	Namespace string
 	// PolicyServer is the PolicyServer this replica belongs to (default "default"); only its

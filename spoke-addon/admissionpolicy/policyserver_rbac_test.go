@@ -50,7 +50,9 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 	}
 	logs := &logLines{}
 	logs.captureKlog(t)
-	stop := runReplica(t, cfg, "rbac", logs.logger())
+	// The replica leads; it reads the signing key, and only that, as the leader's identity.
+	leaderCfg := serviceAccountConfig(t, hub.Config, sa+"-leader")
+	stop := runReplica(t, cfg, leaderCfg, "rbac", logs.logger())
 
 	p := clusterPolicy("rbac-reader", "rbac")
 	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
@@ -82,6 +84,33 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Namespace: "default"}}}
 	if err := as.Create(ctx, review); err != nil {
 		t.Errorf("can_i's SubjectAccessReview: %v", err)
+	}
+
+	// A replica verifies with the certificates, and never reads the key that signs.
+	public := &corev1.Secret{}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-signing"}, public); err != nil ||
+		len(public.Data["ca.crt"]) == 0 || len(public.Data["signer.crt"]) == 0 || public.Data["signer.key"] != nil {
+		t.Errorf("the replica's signing Secret holds %v (%v), want the certificates and no key", keysOf(public.Data), err)
+	}
+	keySecret := client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-signing-key"}
+	if err := as.Get(ctx, keySecret, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get the signing key Secret as a replica: %v, want Forbidden", err)
+	}
+	leaderAs, err := client.New(leaderCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaderAs.Get(ctx, keySecret, &corev1.Secret{}); err != nil {
+		t.Errorf("get the signing key Secret as the leader: %v", err)
+	}
+	for what, err := range map[string]error{
+		"the leader lists Secrets":      leaderAs.List(ctx, &corev1.SecretList{}, client.InNamespace(testNamespace)),
+		"the leader gets the CA Secret": leaderAs.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: caSecretName("rbac")}, &corev1.Secret{}),
+		"the leader lists revisions":    leaderAs.List(ctx, &kubewardenv1.PolicyRevisionList{}, client.InNamespace(testNamespace)),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
 	}
 
 	// What a replica never does is refused.
@@ -137,6 +166,8 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sa + "-context"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-context"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
 	} {
 		fleettest.Eventually(t, time.Minute, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
@@ -299,4 +330,12 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "mine"}, &corev1.ServiceAccount{}); err != nil {
 		t.Errorf("the user's ServiceAccount: %v", err)
 	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
