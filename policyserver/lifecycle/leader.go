@@ -58,10 +58,12 @@ type leader struct {
 // close waits for a pass and the pulls in progress (their context is already cancelled) and
 // releases the engine.
 func (l *leader) close() {
+	l.mu.Lock()
+	l.closed = true // no pass starts a pull from now on
+	l.mu.Unlock()
 	l.pulls.wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closed = true
 	_ = l.engine.Close(context.Background())
 }
 
