@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 )
@@ -32,12 +33,16 @@ func checkRedirect(next *http.Request, origin *url.URL, opts Options) error {
 	}
 	for _, a := range addrs {
 		a = a.Unmap()
-		if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() {
+		if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified() || sharedAddressSpace.Contains(a) {
 			return fmt.Errorf("%w: %s resolves to %s, a loopback, private or link-local address", ErrRedirectRefused, next.URL.Redacted(), a)
 		}
 	}
 	return nil
 }
+
+// sharedAddressSpace (RFC 6598) is private in practice: carrier NAT and some clouds' internal
+// networks.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
 // redirectGuard applies checkRedirect to every request go-containerregistry makes to a host other
 // than the registry's: blob downloads and token endpoints a registry redirects or points to.
