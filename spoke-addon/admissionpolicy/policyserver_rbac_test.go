@@ -312,6 +312,14 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 		}
 	}
 
+	// The key stays with the leader identity, whoever runs the replicas.
+	if serviceAccountMay(t, c, "mine", "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
+		t.Error("the user's ServiceAccount may read the signing key")
+	}
+	if !serviceAccountMay(t, c, leaderIdentityName("own"), "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
+		t.Error("the leader identity may not read the signing key")
+	}
+
 	// Scaled down: the removed replica's Lease stays granted until the replica deletes it.
 	liveLeases(t, c, "own", 1)
 	update(t, c, ps, func() { ps.Spec.Replicas = 1 })
