@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
@@ -41,6 +42,10 @@ type leader struct {
 	log        logr.Logger
 	sources    compiledSources
 	pulls      *pulls
+	// prepared remembers the revisions whose outcome this leader wrote, with the entry it built:
+	// until the informer shows that outcome, a pass (which a pull ending may start at any time)
+	// would otherwise prepare the revision again and GC would take its entry.
+	prepared map[types.UID]string
 	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
 	// signed are retried at once instead of after RetryInterval.
 	keysChanged atomic.Bool
@@ -80,7 +85,7 @@ func (l *leader) sync(ctx context.Context) error {
 		return fmt.Errorf("list revisions: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	keep, wanted := map[string]bool{}, map[pullKey]bool{}
+	keep, wanted, listed := map[string]bool{}, map[pullKey]bool{}, map[types.UID]bool{}
 	var keys signingKeys
 	retrySigning := l.keysChanged.Swap(false)
 	for i := range list.Items {
@@ -95,6 +100,18 @@ func (l *leader) sync(ctx context.Context) error {
 		if rev.Status.CacheKey != "" {
 			keep[rev.Status.CacheKey] = true
 		}
+		listed[rev.UID] = true
+		if key, ok := l.prepared[rev.UID]; ok {
+			if !reportedInitialization(rev) {
+				// The informer has not shown the outcome this leader wrote yet: neither prepare
+				// the revision again nor let GC take the entry just built for it.
+				if key != "" {
+					keep[key] = true
+				}
+				continue
+			}
+			delete(l.prepared, rev.UID)
+		}
 		if !l.needsInit(rev, retrySigning) {
 			continue
 		}
@@ -107,11 +124,20 @@ func (l *leader) sync(ctx context.Context) error {
 		if keys.err == nil && keys.signer == nil {
 			keys = l.readKeys(ctx)
 		}
-		if key := l.initialize(ctx, rev, keys, pulled); key != "" {
+		key, reported := l.initialize(ctx, rev, keys, pulled)
+		if key != "" {
 			keep[key] = true
+		}
+		if reported {
+			l.prepared[rev.UID] = key
 		}
 	}
 	l.pulls.keepOnly(wanted)
+	for uid := range l.prepared {
+		if !listed[uid] {
+			delete(l.prepared, uid)
+		}
+	}
 	removed, err := l.cache.GC(keep)
 	if len(removed) > 0 {
 		l.log.Info("removed cache entries no enabled revision uses", "entries", removed)
@@ -136,6 +162,13 @@ func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 		return l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
 	}
 	return false // a bad module or bad settings stay bad: the policy needs a new generation
+}
+
+// reportedInitialization tells whether rev shows an outcome of preparing its generation.
+func reportedInitialization(rev revision) bool {
+	c := findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
+	return c != nil && c.PolicyGeneration == rev.Spec.PolicyGeneration && c.Status != metav1.ConditionUnknown &&
+		(c.Status != metav1.ConditionTrue || rev.Status.CacheKey != "")
 }
 
 type signingKeys struct {
@@ -168,18 +201,18 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 }
 
 // initialize prepares one revision and reports the outcome as its Initialized condition; it
-// returns the cache key it built, if any.
-func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) string {
+// returns the cache key it built, if any, and whether an outcome was written.
+func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) (string, bool) {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
 	gaveUp, err := l.beginAttempt(ctx, rev)
 	if err != nil {
 		// Unrecorded, an attempt that kills this leader would be made again by every leader.
 		log.Error(err, "could not record the preparation attempt; not preparing the revision")
-		return ""
+		return "", false
 	}
 	if gaveUp {
 		log.Error(nil, "revision given up: its earlier preparations ended without an outcome")
-		return ""
+		return "", true
 	}
 	if l.preparing != nil {
 		l.preparing(rev.Name)
@@ -194,7 +227,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 		// Leadership ended mid-preparation: the attempt ended without a crash and has no
 		// outcome to report, so it must not count towards giving the revision up.
 		l.endAttempt(rev, log)
-		return ""
+		return "", false
 	}
 	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
@@ -221,7 +254,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 	if werr != nil {
 		log.Error(werr, "could not report the revision's initialization")
 	}
-	return key
+	return key, werr == nil
 }
 
 // beginAttempt records on the revision, before anything of it is pulled or compiled, that the
@@ -351,6 +384,6 @@ func newLeader(ctx context.Context, opts Options, reader client.Reader, api clie
 	return &leader{
 		opts: opts, reader: reader, api: api, keyReader: keyReader, status: statusWriter{client: api, clock: opts.Clock},
 		cache: cache.Cache{Root: opts.SharedCache, Version: opts.Version}, engine: e, privateDir: dir,
-		log: opts.Logger.WithName("leader"), pulls: newPulls(opts.Pull, pulled),
+		log: opts.Logger.WithName("leader"), pulls: newPulls(opts.Pull, pulled), prepared: map[types.UID]string{},
 	}, nil
 }
