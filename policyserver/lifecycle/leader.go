@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,6 +154,11 @@ func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 		return true
 	}
 	if c.Status == metav1.ConditionTrue {
+		if c.Reason == ReasonInitializedUnsigned {
+			// Signed once the key can be read: a new process (with a leader identity) or a
+			// reissued Secret sets retrySigning.
+			return retrySigning
+		}
 		return rev.Status.CacheKey == ""
 	}
 	switch c.Reason {
@@ -168,13 +174,16 @@ func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 func reportedInitialization(rev revision) bool {
 	c := findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
 	return c != nil && c.PolicyGeneration == rev.Spec.PolicyGeneration && c.Status != metav1.ConditionUnknown &&
-		(c.Status != metav1.ConditionTrue || rev.Status.CacheKey != "")
+		(c.Status != metav1.ConditionTrue || rev.Status.CacheKey != "" || c.Reason == ReasonInitializedUnsigned)
 }
 
 type signingKeys struct {
 	signer   *signing.Signer
 	verifier *signing.Verifier
 	err      error
+	// keyForbidden: the leader's identity may not read the key (no leader identity given to
+	// a replica's process); revisions are then validated unsigned and replicas compile them.
+	keyForbidden bool
 }
 
 // readKeys reads the certificates as every replica does, and the private key through the
@@ -187,7 +196,7 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 	}
 	keyName := signing.KeySecretName(l.opts.PolicyServer)
 	if err := l.keyReader.Get(ctx, client.ObjectKey{Namespace: l.opts.Namespace, Name: keyName}, &key); err != nil {
-		return signingKeys{err: fmt.Errorf("read signing key Secret %s as the leader's identity: %w", keyName, err)}
+		return signingKeys{err: fmt.Errorf("read signing key Secret %s as the leader's identity: %w", keyName, err), keyForbidden: apierrors.IsForbidden(err)}
 	}
 	signer, err := signing.NewSigner(key.Data)
 	if err != nil {
@@ -231,6 +240,11 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 	}
 	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
+	if err == nil && key == "" {
+		cond = rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitializedUnsigned, fmt.Sprintf(
+			"module %s compiled, settings valid; no signed cache entry, every replica compiles it: %v "+
+				"(run the leader as ServiceAccount %s, --leader-kubeconfig)", digest, keys.err, leaderServiceAccount(l.opts.PolicyServer)))
+	}
 	var se *stepError
 	if errors.As(err, &se) {
 		cond = rev.condition(kubewardenv1.ConditionInitialized, nil, false, se.reason, se.Error())
@@ -328,21 +342,16 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 		return "", "", err
 	}
 	digest, key = src.ModuleDigest, cache.Key(src.Wasm)
-	if keys.err != nil {
+	opened := cache.Opened{Wasm: src.Wasm, Manifest: cache.Manifest{ExecutionMode: src.ExecutionMode, Entrypoint: src.Entrypoint}}
+	switch {
+	case keys.keyForbidden:
+		// No shared entry can be signed: validate the module as it is, and replicas compile it.
+		key = ""
+	case keys.err != nil:
 		return digest, "", &stepError{ReasonSignError, keys.err}
-	}
-	// An entry another revision built for the same module is reused once it verifies.
-	opened, err := l.cache.Open(key, keys.verifier, l.privateDir)
-	if err != nil {
-		if _, err := l.cache.Build(ctx, src, keys.signer, l.privateDir); err != nil {
-			reason := ReasonSignError
-			if errors.Is(err, cache.ErrCompile) {
-				reason = ReasonCompileError
-			}
-			return digest, "", &stepError{reason, fmt.Errorf("module %s: %w", digest, err)}
-		}
-		if opened, err = l.cache.Open(key, keys.verifier, l.privateDir); err != nil {
-			return digest, "", &stepError{ReasonSignError, fmt.Errorf("entry just signed does not verify: %w", err)}
+	default:
+		if opened, err = l.signedEntry(ctx, src, key, keys); err != nil {
+			return digest, "", err
 		}
 	}
 	spec := engine.Spec{Name: rev.key.Name, Module: opened.Wasm, ExecutionMode: engine.ExecutionMode(opened.Manifest.ExecutionMode),
@@ -360,6 +369,26 @@ func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signing
 	}
 	p.Close()
 	return digest, key, nil
+}
+
+// signedEntry opens the verified entry for key, building and signing it first unless another
+// revision built it for the same module.
+func (l *leader) signedEntry(ctx context.Context, src cache.Source, key string, keys signingKeys) (cache.Opened, error) {
+	if opened, err := l.cache.Open(key, keys.verifier, l.privateDir); err == nil {
+		return opened, nil
+	}
+	if _, err := l.cache.Build(ctx, src, keys.signer, l.privateDir); err != nil {
+		reason := ReasonSignError
+		if errors.Is(err, cache.ErrCompile) {
+			reason = ReasonCompileError
+		}
+		return cache.Opened{}, &stepError{reason, fmt.Errorf("module %s: %w", src.ModuleDigest, err)}
+	}
+	opened, err := l.cache.Open(key, keys.verifier, l.privateDir)
+	if err != nil {
+		return cache.Opened{}, &stepError{ReasonSignError, fmt.Errorf("entry just signed does not verify: %w", err)}
+	}
+	return opened, nil
 }
 
 // newLeader makes the leader; pulled is called whenever a pull ends, to ask for a pass.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -346,4 +347,42 @@ func keysOf(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A replica's process not given the leader identity may still lead, but cannot sign: it
+// validates each revision unsigned, says why, and replicas compile the module themselves.
+func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *testing.T) {
+	hub := fleettest.Hub(t)
+	c := startController(t, hub.Config)
+	ctx := context.Background()
+	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "unsigned"},
+		Spec: kubewardenv1.PolicyServerSpec{Image: "regent:dev", Replicas: 1}}
+	if err := c.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	waitRBAC(t, c, "unsigned", metav1.ConditionTrue, "Granted")
+	eventually(t, "signing Secrets", func() bool {
+		return c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: signingKeySecretName("unsigned")}, &corev1.Secret{}) == nil
+	})
+	cfg := serviceAccountConfig(t, hub.Config, serviceAccountName("unsigned"))
+	defer runReplica(t, cfg, nil, "unsigned", logr.Discard())()
+	p := clusterPolicy("unsigned-p", "unsigned")
+	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitForPolicy(t, c, "unsigned-p", "served by replica 0", func(q *kubewardenv1.ClusterAdmissionPolicy) bool {
+		return q.Status.ServingGeneration == 1 && readyReplicas(q.Status, metav1.ConditionTrue) == "0"
+	})
+	rev := &kubewardenv1.PolicyRevision{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "clusterwide-unsigned-p-g1"}, rev); err != nil {
+		t.Fatal(err)
+	}
+	init := findCondition(rev.Status.Conditions, kubewardenv1.ConditionInitialized, nil)
+	if init == nil || init.Reason != "InitializedUnsigned" || !strings.Contains(init.Message, leaderIdentityName("unsigned")) || rev.Status.CacheKey != "" {
+		t.Errorf("Initialized = %+v, cache key %q: want unsigned, naming the leader identity, no entry", init, rev.Status.CacheKey)
+	}
+	if ready := findCondition(rev.Status.Conditions, kubewardenv1.ConditionReady, ptrTo(int32(0))); ready == nil || ready.Reason != "CompiledLocally" {
+		t.Errorf("Ready on replica 0 = %+v, want CompiledLocally", ready)
+	}
 }
