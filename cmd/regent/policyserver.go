@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -14,13 +15,14 @@ import (
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle"
+	"regent.dev/regent/policyserver/lifecycle/pull"
 )
 
 func newPolicyServerCommand() *cobra.Command {
 	var opts policyserver.Options
 	var lc lifecycle.Options
 	var useLifecycle, replicaFromHostname bool
-	var kubeconfig, pullCA string
+	var kubeconfig, leaderKubeconfig, pullCA string
 	cmd := &cobra.Command{
 		Use:   "policy-server",
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
@@ -56,6 +58,11 @@ func newPolicyServerCommand() *cobra.Command {
 					return err
 				}
 			}
+			if leaderKubeconfig != "" {
+				if lc.LeaderConfig, err = loadConfig(leaderKubeconfig); err != nil {
+					return fmt.Errorf("--leader-kubeconfig: %w", err)
+				}
+			}
 			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
 			return lifecycle.Run(cmd.Context(), lc)
 		},
@@ -70,12 +77,18 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig: the cluster context-aware policies read and, with --lifecycle, the one holding the revisions\n"+
 		"(default: $KUBECONFIG, ~/.kube/config, in-cluster; without --lifecycle, finding none only makes policies' lookups fail)")
+	f.StringVar(&leaderKubeconfig, "leader-kubeconfig", "", "identity the leader reads the signing key Secret with: the PolicyServer's leader ServiceAccount\n"+
+		"(default: --kubeconfig's, which a replica's ServiceAccount is refused)")
 	f.StringVar(&lc.PolicyServer, "policy-server", "default", "PolicyServer whose revisions this replica serves")
 	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
 	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")
 	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
 	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder every replica shares (ReadWriteMany volume)")
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
+	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
+	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
+	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
+	f.Int64Var(&lc.Pull.MaxBytes, "pull-max-bytes", pull.DefaultMaxModuleBytes, "largest module a pull accepts")
 	return cmd
 }
 

@@ -66,9 +66,12 @@ func (e *env) policyServer(t *testing.T, ps string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: signing.SecretName(ps), Namespace: testNamespace}, Data: data}
-	if err := e.client.Create(context.Background(), s); err != nil {
-		t.Fatal(err)
+	pub, key := signing.SplitSecretData(data)
+	for name, data := range map[string]map[string][]byte{signing.SecretName(ps): pub, signing.KeySecretName(ps): key} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace}, Data: data}
+		if err := e.client.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return t.TempDir()
 }
@@ -92,6 +95,10 @@ func (e *env) startReplica(t *testing.T, opts Options) *replicaHandle {
 	opts.Namespace = testNamespace
 	opts.Server.Listener = ln
 	opts.Server.CertFile, opts.Server.KeyFile = e.certs.CertFile, e.certs.KeyFile
+	if opts.Pull.FileRoots == nil {
+		// Tests write their modules under the temporary directory: allowed explicitly.
+		opts.Pull.FileRoots = []string{os.TempDir()}
+	}
 	if opts.Server.CacheDir == "" {
 		opts.Server.CacheDir = filepath.Join(t.TempDir(), "private")
 	}

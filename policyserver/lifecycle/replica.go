@@ -165,14 +165,18 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	r.files.beginLoad()
 	err := verifierErr
 	var opened cache.Opened
-	if err == nil {
+	switch {
+	case err == nil && rev.Status.CacheKey == "":
+		// Initialized unsigned: the leader could not read the signing key.
+		err = fmt.Errorf("%w: the leader published no signed entry", cache.ErrNotFound)
+	case err == nil:
 		opened, err = r.cache.Open(rev.Status.CacheKey, verifier, r.privateDir)
 	}
 	switch {
 	case err == nil:
 		wasm, executionMode, entrypt = opened.Wasm, opened.Manifest.ExecutionMode, opened.Manifest.Entrypoint
 	case errors.Is(err, cache.ErrNotFound):
-		reason, message = ReasonCompiledLocally, fmt.Sprintf("no cache entry for version %s; compiled by this replica", r.cache.Version)
+		reason, message = ReasonCompiledLocally, fmt.Sprintf("%v; compiled by this replica", err)
 	default:
 		// Refused: say so at once, then recover by compiling privately.
 		reason, message = ReasonCompiledPrivately, fmt.Sprintf("cache entry refused (%v); compiled by this replica", err)

@@ -13,13 +13,20 @@ import (
 
 // Condition reasons written by the policy server.
 const (
-	ReasonInitialized      = "Initialized"
-	ReasonPullError        = "PullError"
-	ReasonCompileError     = "CompileError"
-	ReasonInvalidSettings  = "InvalidSettings"
-	ReasonSignError        = "SignError"
-	ReasonLoaded           = "Loaded"
-	ReasonSignatureInvalid = "SignatureInvalid"
+	ReasonInitialized     = "Initialized"
+	ReasonPullError       = "PullError"
+	ReasonCompileError    = "CompileError"
+	ReasonInvalidSettings = "InvalidSettings"
+	ReasonSignError       = "SignError"
+	// ReasonInitializedUnsigned: the module compiles and its settings are valid, but this
+	// leader's identity may not read the signing key, so there is no signed entry; every
+	// replica compiles the module itself.
+	ReasonInitializedUnsigned = "InitializedUnsigned"
+	// ReasonPreparationAbandoned: as many preparations as the bound began and never reported
+	// an outcome (the leader crashed or was OOM-killed); the revision is not tried again.
+	ReasonPreparationAbandoned = "PreparationAbandoned"
+	ReasonLoaded               = "Loaded"
+	ReasonSignatureInvalid     = "SignatureInvalid"
 	// ReasonCompiledPrivately: the cache entry was refused (bad signature) and the replica
 	// compiled the module itself; it serves it.
 	ReasonCompiledPrivately = "CompiledPrivately"
@@ -50,7 +57,14 @@ func decodeRevision(r *kubewardenv1.PolicyRevision) (revision, error) {
 // initialized tells whether the leader has prepared this generation.
 func (r revision) initialized() bool {
 	c := findCondition(r.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
-	return c != nil && c.Status == metav1.ConditionTrue && c.PolicyGeneration == r.Spec.PolicyGeneration && r.Status.CacheKey != ""
+	return c != nil && c.Status == metav1.ConditionTrue && c.PolicyGeneration == r.Spec.PolicyGeneration &&
+		(r.Status.CacheKey != "" || c.Reason == ReasonInitializedUnsigned)
+}
+
+// leaderServiceAccount is the identity that may read a policy server's signing key (the
+// controller creates it; see the signing package).
+func leaderServiceAccount(policyServer string) string {
+	return "regent-policy-server-" + policyServer + "-leader"
 }
 
 // policyConfig is what the server loads for this revision, with the module at modulePath.

@@ -35,6 +35,10 @@ import (
 type Options struct {
 	// Config reaches the apiserver holding the revisions.
 	Config *rest.Config
+	// LeaderConfig is the identity the leader reads the signing key Secret with: the
+	// PolicyServer's leader ServiceAccount, which alone may get it (nil: Config, for an admin
+	// kubeconfig). Without it, a leader that is refused the key reports SignError.
+	LeaderConfig *rest.Config
 	// Namespace holds the revisions, the Leases and the signing Secret (default regent-system).
 	Namespace string
 	// PolicyServer is the PolicyServer this replica belongs to (default "default"); only its
@@ -59,8 +63,11 @@ type Options struct {
 	// ResyncInterval is how often the replica and the leader look again without an event
 	// (default 30s); RetryInterval how long a failure waits before it is retried (default 30s).
 	ResyncInterval, RetryInterval time.Duration
-	Clock                         clock.Clock
-	Logger                        logr.Logger
+	// MaxPreparationAttempts bounds the attempts to prepare a revision that end without an
+	// outcome, as when its module crashes or OOM-kills the leader (default 3).
+	MaxPreparationAttempts int32
+	Clock                  clock.Clock
+	Logger                 logr.Logger
 
 	// keepLeaseOnStop leaves the leader and replica Leases held when ctx ends, as a crashed
 	// process would: tests use it to kill a replica.
@@ -110,6 +117,9 @@ func (o Options) withDefaults() (Options, error) {
 	defaultDuration(&o.RetryPeriod, 2*time.Second)
 	defaultDuration(&o.ResyncInterval, 30*time.Second)
 	defaultDuration(&o.RetryInterval, 30*time.Second)
+	if o.MaxPreparationAttempts <= 0 {
+		o.MaxPreparationAttempts = 3
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -185,13 +195,13 @@ func Run(ctx context.Context, opts Options) error {
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
 		files: newPrivateFiles(opts.Server.CacheDir),
 	}
-	ldr, err := newLeader(ctx, opts, informers, api)
+	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
+	ldr, err := newLeader(ctx, opts, informers, api, func() { nudge(leaderPokes) })
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
 	defer ldr.close()
 
-	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
 	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
 	inf, err := informers.GetInformer(ctx, &kubewardenv1.PolicyRevision{})
 	if err != nil {
@@ -225,6 +235,7 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
 	wg.Go(func() {
 		err := elect(ctx, opts, kube, func(ctx context.Context) {
+			ldr.clearStaging()
 			nudge(leaderPokes)
 			loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
 		})

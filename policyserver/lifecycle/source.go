@@ -31,11 +31,16 @@ func prepare(ctx context.Context, r revision, opts pull.Options, scratch string,
 	if err != nil {
 		return cache.Source{}, &stepError{ReasonPullError, err}
 	}
+	return compileSource(ctx, r, m, scratch, memo)
+}
+
+// compileSource turns a pulled module into the wasm the engine loads.
+func compileSource(ctx context.Context, r revision, m pull.Module, scratch string, memo *compiledSources) (cache.Source, error) {
 	memoKey := m.Digest + " " + path.Base(m.Path) + " " + string(r.spec.ExecutionMode)
 	if src, ok := memo.get(memoKey); ok {
 		return src, nil
 	}
-	dir, err := os.MkdirTemp(scratch, "pull-")
+	dir, err := os.MkdirTemp(scratch, pullDirPrefix)
 	if err != nil {
 		return cache.Source{}, &stepError{ReasonPullError, err}
 	}
@@ -58,6 +63,9 @@ func prepare(ctx context.Context, r revision, opts pull.Options, scratch string,
 	memo.put(memoKey, src)
 	return src, nil
 }
+
+// pullDirPrefix names the scratch directories prepare makes (and removes unless killed).
+const pullDirPrefix = "pull-"
 
 // compiledSources remembers the last few prepared sources. Small on purpose: it only has to span
 // the generations of policies being edited now.

@@ -17,7 +17,7 @@ func TestPrepare_TheSameSourceIsCompiledOnce_AChangedOneAgain(t *testing.T) {
 		return revision{PolicyRevision: &kubewardenv1.PolicyRevision{}, spec: regoSpec(file), key: registry.Key{Name: "p", Generation: gen}}
 	}
 	memo := &compiledSources{}
-	first, err := prepare(context.Background(), rev(1), pull.Options{}, t.TempDir(), memo)
+	first, err := prepare(context.Background(), rev(1), pull.Options{FileRoots: []string{os.TempDir()}}, t.TempDir(), memo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestPrepare_TheSameSourceIsCompiledOnce_AChangedOneAgain(t *testing.T) {
 	marked := first
 	marked.Entrypoint = "from-the-memo"
 	memo.byKey[memo.keys[0]] = marked
-	second, err := prepare(context.Background(), rev(2), pull.Options{}, t.TempDir(), memo)
+	second, err := prepare(context.Background(), rev(2), pull.Options{FileRoots: []string{os.TempDir()}}, t.TempDir(), memo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestPrepare_TheSameSourceIsCompiledOnce_AChangedOneAgain(t *testing.T) {
 	if err := os.WriteFile(file, regoSource(t, "b"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	third, err := prepare(context.Background(), rev(3), pull.Options{}, t.TempDir(), memo)
+	third, err := prepare(context.Background(), rev(3), pull.Options{FileRoots: []string{os.TempDir()}}, t.TempDir(), memo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,10 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 		return nil, nil, err
 	}
 
+	if err := r.applyLeaderIdentity(ctx, ps, labels); err != nil {
+		return nil, nil, err
+	}
+
 	wants, err := r.contextAwareWants(ctx, ps.Name)
 	if err != nil {
 		return nil, nil, err
@@ -116,6 +120,26 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 		return nil, nil, err
 	}
 	return resources, unknown, nil
+}
+
+// applyLeaderIdentity writes the leader's ServiceAccount, and the Role and RoleBinding that let
+// it, and nothing else, read the signing key. It is the controller's even when the user names
+// the replicas' ServiceAccount: the key must not follow a user's account.
+func (r *policyServerReconciler) applyLeaderIdentity(ctx context.Context, ps *kubewardenv1.PolicyServer, labels map[string]string) error {
+	name := leaderIdentityName(ps.Name)
+	if err := r.ensure(ctx, ps, &corev1.ServiceAccount{ObjectMeta: r.meta(name, labels)}, func(client.Object) {}); err != nil {
+		return err
+	}
+	if err := r.ensure(ctx, ps, &rbacv1.Role{ObjectMeta: r.meta(name, labels)}, func(o client.Object) {
+		o.(*rbacv1.Role).Rules = leaderRules(ps.Name)
+	}); err != nil {
+		return err
+	}
+	return r.ensure(ctx, ps, &rbacv1.RoleBinding{ObjectMeta: r.meta(name, labels)}, func(o client.Object) {
+		b := o.(*rbacv1.RoleBinding)
+		b.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}
+		b.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: r.namespace}}
+	})
 }
 
 // dropOwnServiceAccount deletes the ServiceAccount the controller created before the user named

@@ -21,6 +21,17 @@ import (
 func serviceAccountName(ps string) string { return serverObjectName(ps) }
 func contextRoleName(ps string) string    { return serverObjectName(ps) + "-context" }
 
+// The leader's identity: a ServiceAccount, Role and RoleBinding of their own, the only one that
+// may read the signing key (signing.KeySecretName). Replicas verify with the certificates alone.
+func leaderIdentityName(ps string) string   { return serverObjectName(ps) + "-leader" }
+func signingKeySecretName(ps string) string { return signingSecretName(ps) + "-key" }
+
+// leaderRules: the leader's one call beyond a replica's is reading the signing key, by name.
+func leaderRules(ps string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
+		ResourceNames: []string{signingKeySecretName(ps)}, Verbs: []string{"get"}}}
+}
+
 // serviceAccountOf is what the replicas run as: the user's ServiceAccount when the PolicyServer
 // names one, the one the controller creates otherwise.
 func serviceAccountOf(ps *kubewardenv1.PolicyServer) string {
@@ -63,9 +74,10 @@ func replicaLeaseNames(ps string, replicas int32, existing []string) []string {
 }
 
 // replicaRules are the calls a replica of ps makes in the controller namespace, read off
-// policyserver/lifecycle: its informers list and watch the revisions and the signing Secret
-// (by a metadata.name field selector, which RBAC matches against resourceNames), the leader and
-// every replica read that Secret and write revision status after a fresh get, leader election
+// policyserver/lifecycle: its informers list and watch the revisions and the signing Secret of
+// certificates (by a metadata.name field selector, which RBAC matches against resourceNames; the
+// key is in another Secret, leaderRules'), the leader and every replica read that Secret and
+// write revision status after a fresh get, leader election
 // gets, creates and updates the leader Lease, and each replica gets, creates, updates and, when
 // it stops, deletes its own Lease. Lease creation cannot be limited by resourceNames (the name
 // is not known to the authorizer before the object exists), so it is the one unnamed write.

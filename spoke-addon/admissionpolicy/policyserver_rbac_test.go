@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,7 +51,9 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 	}
 	logs := &logLines{}
 	logs.captureKlog(t)
-	stop := runReplica(t, cfg, "rbac", logs.logger())
+	// The replica leads; it reads the signing key, and only that, as the leader's identity.
+	leaderCfg := serviceAccountConfig(t, hub.Config, sa+"-leader")
+	stop := runReplica(t, cfg, leaderCfg, "rbac", logs.logger())
 
 	p := clusterPolicy("rbac-reader", "rbac")
 	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
@@ -82,6 +85,33 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Namespace: "default"}}}
 	if err := as.Create(ctx, review); err != nil {
 		t.Errorf("can_i's SubjectAccessReview: %v", err)
+	}
+
+	// A replica verifies with the certificates, and never reads the key that signs.
+	public := &corev1.Secret{}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-signing"}, public); err != nil ||
+		len(public.Data["ca.crt"]) == 0 || len(public.Data["signer.crt"]) == 0 || public.Data["signer.key"] != nil {
+		t.Errorf("the replica's signing Secret holds %v (%v), want the certificates and no key", keysOf(public.Data), err)
+	}
+	keySecret := client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-signing-key"}
+	if err := as.Get(ctx, keySecret, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get the signing key Secret as a replica: %v, want Forbidden", err)
+	}
+	leaderAs, err := client.New(leaderCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaderAs.Get(ctx, keySecret, &corev1.Secret{}); err != nil {
+		t.Errorf("get the signing key Secret as the leader: %v", err)
+	}
+	for what, err := range map[string]error{
+		"the leader lists Secrets":      leaderAs.List(ctx, &corev1.SecretList{}, client.InNamespace(testNamespace)),
+		"the leader gets the CA Secret": leaderAs.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: caSecretName("rbac")}, &corev1.Secret{}),
+		"the leader lists revisions":    leaderAs.List(ctx, &kubewardenv1.PolicyRevisionList{}, client.InNamespace(testNamespace)),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
 	}
 
 	// What a replica never does is refused.
@@ -137,6 +167,8 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sa + "-context"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-context"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
 	} {
 		fleettest.Eventually(t, time.Minute, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
@@ -281,6 +313,14 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 		}
 	}
 
+	// The key stays with the leader identity, whoever runs the replicas.
+	if serviceAccountMay(t, c, "mine", "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
+		t.Error("the user's ServiceAccount may read the signing key")
+	}
+	if !serviceAccountMay(t, c, leaderIdentityName("own"), "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
+		t.Error("the leader identity may not read the signing key")
+	}
+
 	// Scaled down: the removed replica's Lease stays granted until the replica deletes it.
 	liveLeases(t, c, "own", 1)
 	update(t, c, ps, func() { ps.Spec.Replicas = 1 })
@@ -298,5 +338,51 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 	})
 	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "mine"}, &corev1.ServiceAccount{}); err != nil {
 		t.Errorf("the user's ServiceAccount: %v", err)
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// A replica's process not given the leader identity may still lead, but cannot sign: it
+// validates each revision unsigned, says why, and replicas compile the module themselves.
+func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *testing.T) {
+	hub := fleettest.Hub(t)
+	c := startController(t, hub.Config)
+	ctx := context.Background()
+	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "unsigned"},
+		Spec: kubewardenv1.PolicyServerSpec{Image: "regent:dev", Replicas: 1}}
+	if err := c.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	waitRBAC(t, c, "unsigned", metav1.ConditionTrue, "Granted")
+	eventually(t, "signing Secrets", func() bool {
+		return c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: signingKeySecretName("unsigned")}, &corev1.Secret{}) == nil
+	})
+	cfg := serviceAccountConfig(t, hub.Config, serviceAccountName("unsigned"))
+	defer runReplica(t, cfg, nil, "unsigned", logr.Discard())()
+	p := clusterPolicy("unsigned-p", "unsigned")
+	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitForPolicy(t, c, "unsigned-p", "served by replica 0", func(q *kubewardenv1.ClusterAdmissionPolicy) bool {
+		return q.Status.ServingGeneration == 1 && readyReplicas(q.Status, metav1.ConditionTrue) == "0"
+	})
+	rev := &kubewardenv1.PolicyRevision{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "clusterwide-unsigned-p-g1"}, rev); err != nil {
+		t.Fatal(err)
+	}
+	init := findCondition(rev.Status.Conditions, kubewardenv1.ConditionInitialized, nil)
+	if init == nil || init.Reason != "InitializedUnsigned" || !strings.Contains(init.Message, leaderIdentityName("unsigned")) || rev.Status.CacheKey != "" {
+		t.Errorf("Initialized = %+v, cache key %q: want unsigned, naming the leader identity, no entry", init, rev.Status.CacheKey)
+	}
+	if ready := findCondition(rev.Status.Conditions, kubewardenv1.ConditionReady, ptrTo(int32(0))); ready == nil || ready.Reason != "CompiledLocally" {
+		t.Errorf("Ready on replica 0 = %+v, want CompiledLocally", ready)
 	}
 }

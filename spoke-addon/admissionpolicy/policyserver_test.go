@@ -81,8 +81,10 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 	}
 	verify("signer.crt", signing.Data["signer.crt"], x509.ExtKeyUsageCodeSigning)
 	verify("tls.crt", serving.Data["tls.crt"], x509.ExtKeyUsageServerAuth)
-	if len(signing.Data["signer.key"]) == 0 || signing.Type != corev1.SecretTypeOpaque {
-		t.Errorf("signing Secret: type %s, keys %d", signing.Type, len(signing.Data))
+	key := &corev1.Secret{}
+	eventually(t, "signing key Secret", func() bool { return get(key, "regent-policy-server-default-signing-key") })
+	if len(key.Data["signer.key"]) == 0 || signing.Data["signer.key"] != nil || signing.Type != corev1.SecretTypeOpaque {
+		t.Errorf("signing Secrets: type %s, keys %d, the key's %d: want the key apart", signing.Type, len(signing.Data), len(key.Data))
 	}
 	for _, o := range []client.Object{sts, svc, headless, pvc, signing, serving} {
 		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != ps.UID {

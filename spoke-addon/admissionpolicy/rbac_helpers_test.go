@@ -98,7 +98,7 @@ func (l *logLines) matching(word string) []string {
 
 // runReplica runs replica 0 of ps in process, as cfg, with short Leases, until stop is called
 // or the test ends; stop waits for it to return.
-func runReplica(t testing.TB, cfg *rest.Config, ps string, log logr.Logger) (stop func()) {
+func runReplica(t testing.TB, cfg, leaderCfg *rest.Config, ps string, log logr.Logger) (stop func()) {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := selfsigned.Write(dir, "127.0.0.1")
@@ -110,12 +110,13 @@ func runReplica(t testing.TB, cfg *rest.Config, ps string, log logr.Logger) (sto
 		t.Fatal(err)
 	}
 	opts := lifecycle.Options{
-		Config: cfg, Namespace: testNamespace, PolicyServer: ps, Replica: 0,
+		Config: cfg, LeaderConfig: leaderCfg, Namespace: testNamespace, PolicyServer: ps, Replica: 0,
 		SharedCache:   filepath.Join(dir, "shared"),
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		ResyncInterval: 2 * time.Second, RetryInterval: 2 * time.Second,
 		Logger: log,
 	}
+	opts.Pull.FileRoots = []string{os.TempDir()} // the tests' modules, allowed explicitly
 	opts.Server.Listener = ln
 	opts.Server.CertFile, opts.Server.KeyFile = certs.CertFile, certs.KeyFile
 	opts.Server.CacheDir = filepath.Join(dir, "private")

@@ -13,9 +13,9 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
 
-// applySecrets keeps a policy server's internal CA (never mounted), the signing Secret its
-// leader signs cache files with (ca.crt, signer.crt, signer.key — the contract with the policy
-// server) and its serving certificate. Each is created once; a lost CA reissues both others, since
+// applySecrets keeps a policy server's internal CA (never mounted), the signing Secrets its
+// leader signs cache files with (ca.crt and signer.crt for every replica, signer.key apart for
+// the leader identity alone — the contract with the policy server) and its serving certificate. Each is created once; a lost CA reissues both others, since
 // they would no longer verify.
 func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
 	now := r.clock.Now()
@@ -41,13 +41,19 @@ func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewarde
 		}
 	}
 
-	if fresh || r.missing(ctx, signingSecretName(ps.Name)) {
+	// The certificates every replica verifies with and the key only the leader identity reads
+	// are two Secrets, issued together: one without the other is reissued whole.
+	if fresh || r.missing(ctx, signingSecretName(ps.Name)) || r.missing(ctx, signingKeySecretName(ps.Name)) {
 		signer, err := newSigner(ps.Name, ca, now)
 		if err != nil {
 			return fmt.Errorf("issue signer: %w", err)
 		}
+		if err := r.createSecret(ctx, ps, signingKeySecretName(ps.Name), corev1.SecretTypeOpaque,
+			map[string][]byte{signerKeyKey: signer.key}, true); err != nil {
+			return err
+		}
 		if err := r.createSecret(ctx, ps, signingSecretName(ps.Name), corev1.SecretTypeOpaque,
-			map[string][]byte{caCertKey: ca.cert, signerCertKey: signer.cert, signerKeyKey: signer.key}, fresh); err != nil {
+			map[string][]byte{caCertKey: ca.cert, signerCertKey: signer.cert}, true); err != nil {
 			return err
 		}
 	}

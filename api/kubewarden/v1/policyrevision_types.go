@@ -48,6 +48,14 @@ type PolicyRevisionStatus struct {
 	// CacheKey locates the precompiled, signed module in the shared cache.
 	// +optional
 	CacheKey string `json:"cacheKey,omitempty"`
+	// PreparationAttempts counts the leader's attempts to prepare this revision that began
+	// and reported no outcome. The leader records an attempt before it starts and clears the
+	// count with the outcome, so a module that crashes or OOM-kills its preparer leaves it
+	// raised; past the policy server's bound the revision is given up (Initialized False,
+	// reason PreparationAbandoned) instead of crash-looping every leader in turn.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreparationAttempts int32 `json:"preparationAttempts,omitempty"`
 	// +optional
 	Conditions []PolicyCondition `json:"conditions,omitempty"`
 }

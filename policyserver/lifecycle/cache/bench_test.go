@@ -68,7 +68,7 @@ func BenchmarkColdStart_50Policies(b *testing.B) {
 	signer, verifier := keys(&testing.T{})
 	keys := make([]string, len(srcs))
 	for i, s := range srcs {
-		k, err := c.Build(ctx, s, signer)
+		k, err := c.Build(ctx, s, signer, b.TempDir())
 		if err != nil {
 			b.Fatal(err)
 		}

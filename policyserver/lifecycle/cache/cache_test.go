@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -63,7 +64,7 @@ func TestCache_BuiltEntry_OpensVerifiedIntoThePrivateCacheAndLoads(t *testing.T)
 	signer, verifier := keys(t)
 	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
 	src := regoSource(t)
-	key, err := c.Build(ctx, src, signer)
+	key, err := c.Build(ctx, src, signer, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestCache_TamperedUnsignedOrForeignEntries_AreRefused(t *testing.T) {
 	signer, verifier := keys(t)
 	root := t.TempDir()
 	c := cache.Cache{Root: root, Version: "v1"}
-	key, err := c.Build(ctx, regoSource(t), signer)
+	key, err := c.Build(ctx, regoSource(t), signer, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestCache_TamperedUnsignedOrForeignEntries_AreRefused(t *testing.T) {
 func TestCache_BadModule_IsACompileError(t *testing.T) {
 	signer, _ := keys(t)
 	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
-	_, err := c.Build(context.Background(), cache.Source{Wasm: []byte("\x00asm\x01\x00\x00\x00\xff\xff")}, signer)
+	_, err := c.Build(context.Background(), cache.Source{Wasm: []byte("\x00asm\x01\x00\x00\x00\xff\xff")}, signer, t.TempDir())
 	if !errors.Is(err, cache.ErrCompile) {
 		t.Fatalf("want ErrCompile, got %v", err)
 	}
@@ -153,5 +154,70 @@ func TestCache_GC_RemovesEntriesNotKept_UnderEveryVersion(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
 			t.Fatalf("%s: %v", d, err)
 		}
+	}
+}
+
+// Another writer to the shared volume swaps the module and the machine code while the leader
+// stages the entry: what it swapped in must never open as the entry.
+func TestCache_FilesSwappedWhileStaged_DoNotOpen(t *testing.T) {
+	ctx := context.Background()
+	signer, verifier := keys(t)
+	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
+	src := regoSource(t)
+	evil := []byte("\x00asm\x01\x00\x00\x00 another module")
+	cache.SetStagedHook(func(staging string) {
+		for _, f := range append(compiledFiles(t, staging), filepath.Join(staging, cache.ModuleFile)) {
+			if err := os.WriteFile(f, evil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	defer cache.SetStagedHook(nil)
+	key, err := c.Build(ctx, src, signer, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := t.TempDir()
+	opened, err := c.Open(key, verifier, private)
+	if !errors.Is(err, cache.ErrSignatureInvalid) {
+		t.Fatalf("an entry whose files were swapped before publishing opened (module %q, err %v)", opened.Wasm, err)
+	}
+	if n := len(compiledFiles(t, private)); n != 0 {
+		t.Fatalf("%d swapped files reached the private cache", n)
+	}
+}
+
+// A signed entry is only its key's entry when its module is the key's module: a leader fooled
+// into signing another module under the key must not make replicas run it.
+func TestCache_SignedModuleThatIsNotTheKeys_DoesNotOpen(t *testing.T) {
+	signer, verifier := keys(t)
+	c := cache.Cache{Root: t.TempDir(), Version: "v1"}
+	src := regoSource(t)
+	key, err := c.Build(context.Background(), src, signer, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := []byte("\x00asm\x01\x00\x00\x00 another module")
+	resign := func(rel string, b []byte) {
+		sig, err := signer.Sign(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(c.Dir(key), rel)
+		if os.WriteFile(p, b, 0o644) != nil || os.WriteFile(p+signing.SignatureSuffix, sig, 0o644) != nil {
+			t.Fatal("rewrite", rel)
+		}
+	}
+	resign(cache.ModuleFile, evil)
+	mb, _ := os.ReadFile(filepath.Join(c.Dir(key), cache.ManifestFile))
+	var m cache.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Files[cache.ModuleFile] = cache.Digest(evil)
+	mb, _ = json.Marshal(m)
+	resign(cache.ManifestFile, mb)
+	if opened, err := c.Open(key, verifier, t.TempDir()); !errors.Is(err, cache.ErrSignatureInvalid) || !strings.Contains(err.Error(), "not the module of key") {
+		t.Fatalf("a signed module that is not the key's opened (module %q, err %v)", opened.Wasm, err)
 	}
 }

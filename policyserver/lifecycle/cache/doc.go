@@ -2,8 +2,10 @@
 // policy-server version, at <root>/<version>/<key>, where key is "sha256-<hex>" of the wasm the
 // engine loads. An entry holds module.wasm, wazero's compiled machine code for it, and
 // entry.json, a manifest naming every file with its sha256; every file is signed beside itself
-// (<file>.sig). The leader builds and signs entries; replicas open them only after verifying
-// each file, copying the verified bytes into their private compilation cache, so a file swapped
-// after the check is never run. A replica of another version finds no entry under its version
-// and compiles for itself.
+// (<file>.sig). The leader builds entries without ever reading the shared volume back: it
+// compiles in a private directory, signs the bytes it holds in memory and publishes them by
+// copy and rename. Replicas open entries only after verifying each file and that the module is
+// the one the key names, copying the verified bytes into their private compilation cache, so a
+// file swapped after the check is never run. A replica of another version finds no entry under
+// its version and compiles for itself.
 package cache

@@ -40,3 +40,36 @@ func (c Cache) GC(keep map[string]bool) ([]string, error) {
 	}
 	return removed, nil
 }
+
+// RemoveStaging removes the staging directories (dot directories beside the entries) under
+// every version, and returns what it removed. Only a leader that just started may call it: a
+// build in flight stages there.
+func (c Cache) RemoveStaging() ([]string, error) {
+	versions, err := os.ReadDir(c.Root)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remove staging in %s: %w", c.Root, err)
+	}
+	var removed []string
+	for _, v := range versions {
+		if !v.IsDir() {
+			continue
+		}
+		entries, err := os.ReadDir(filepath.Join(c.Root, v.Name()))
+		if err != nil {
+			return removed, fmt.Errorf("remove staging in %s: %w", v.Name(), err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(c.Root, v.Name(), e.Name())); err != nil {
+				return removed, fmt.Errorf("remove staging %s: %w", e.Name(), err)
+			}
+			removed = append(removed, filepath.Join(v.Name(), e.Name()))
+		}
+	}
+	return removed, nil
+}

@@ -61,6 +61,11 @@ func (c Cache) Open(key string, v *signing.Verifier, privateDir string) (Opened,
 	if !ok {
 		return Opened{}, fmt.Errorf("%w: no %s", ErrSignatureInvalid, ModuleFile)
 	}
+	// The key names the module: a signed entry whose module is another one (signed by a leader
+	// that was fooled) is not this key's entry.
+	if Key(wasm) != key {
+		return Opened{}, fmt.Errorf("%w: %s is %s, not the module of key %s", ErrSignatureInvalid, ModuleFile, Digest(wasm), key)
+	}
 	for rel, b := range verified {
 		if rel == ModuleFile {
 			continue

@@ -6,10 +6,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,8 +21,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// MaxModuleBytes bounds a module: the largest Kubewarden policies are a few tens of MiB.
-const MaxModuleBytes = 256 << 20
+// DefaultMaxModuleBytes bounds a module unless Options say otherwise: the largest Kubewarden
+// policies are a few tens of MiB.
+const DefaultMaxModuleBytes = 64 << 20
 
 // WasmLayerMediaType is the layer of a Kubewarden policy artifact that holds the module.
 const WasmLayerMediaType types.MediaType = "application/vnd.wasm.content.layer.v1+wasm"
@@ -32,8 +36,28 @@ type Options struct {
 	// InsecureRegistries lets registry:// pulls use plain http for every registry (localhost
 	// and private addresses may always, as go-containerregistry decides).
 	InsecureRegistries bool
-	// Timeout bounds one pull (default 2 minutes).
+	// FileRoots are the directories file:// references and plain paths may read from (symbolic
+	// links included, which must stay inside). None: the pod's files are not modules, and
+	// every file pull is refused.
+	FileRoots []string
+	// AllowPrivateRedirects lets https:// and registry pulls follow a redirect to a loopback,
+	// private, link-local or unspecified address. Refused by default: a policy author's server
+	// could otherwise point the policy server at cloud metadata or internal services.
+	AllowPrivateRedirects bool
+	// Timeout bounds one pull, the budget of each revision (default 2 minutes).
 	Timeout time.Duration
+	// MaxBytes bounds a module (default DefaultMaxModuleBytes).
+	MaxBytes int64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxModuleBytes
+	}
+	return o
 }
 
 // Module is what a pull got.
@@ -48,56 +72,105 @@ type Module struct {
 	Path string
 }
 
-// Fetch pulls the module at ref.
+// Fetch pulls the module at ref. A ref ending in @sha256:<hex> is pinned: for a registry, the
+// artifact's manifest digest (go-containerregistry checks what it gets against it); for https://
+// and files, the module's own digest, checked here. A module that does not match is an error.
 func Fetch(ctx context.Context, ref string, opts Options) (Module, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 2 * time.Minute
-	}
+	opts = opts.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	var (
-		b    []byte
-		path = ref
-		err  error
+		b        []byte
+		location string
+		pin      string
+		err      error
 	)
 	switch scheme, rest, _ := strings.Cut(ref, "://"); scheme {
 	case "registry":
 		b, err = fromRegistry(ctx, rest, opts)
-		path = rest
+		location, _, _ = strings.Cut(rest, "@") // the digest is no part of the file's name
 	case "https":
-		b, err = fromHTTPS(ctx, ref, opts)
+		location, pin = splitPin(ref)
+		b, err = fromHTTPS(ctx, location, opts)
 	case "file":
-		path = rest
-		b, err = readFile(rest)
+		location, pin = splitPin(rest)
+		b, err = readFile(location, opts)
 	default:
 		if strings.Contains(ref, "://") {
 			return Module{}, fmt.Errorf("pull %s: unsupported scheme %q (want registry, https or file)", ref, scheme)
 		}
-		b, err = readFile(ref)
+		location, pin = splitPin(ref)
+		b, err = readFile(location, opts)
 	}
 	if err != nil {
 		return Module{}, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	sum := sha256.Sum256(b)
-	return Module{Source: ref, Bytes: b, Digest: "sha256:" + hex.EncodeToString(sum[:]), Path: path}, nil
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	if pin != "" && digest != pin {
+		return Module{}, fmt.Errorf("pull %s: %w: the module is %s", ref, ErrPinMismatch, digest)
+	}
+	return Module{Source: ref, Bytes: b, Digest: digest, Path: location}, nil
 }
 
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// ErrPinMismatch: a pinned module's bytes are not the ones its reference names.
+var ErrPinMismatch = errors.New("module does not match its pinned digest")
+
+// splitPin cuts a trailing @sha256:<64 hex> off a URL or path.
+func splitPin(ref string) (location, pin string) {
+	i := strings.LastIndex(ref, "@sha256:")
+	if i < 0 {
+		return ref, ""
+	}
+	hexPart := ref[i+len("@sha256:"):]
+	if _, err := hex.DecodeString(hexPart); err != nil || len(hexPart) != 64 {
+		return ref, ""
+	}
+	return ref[:i], "sha256:" + strings.ToLower(hexPart)
+}
+
+// readFile reads a module from one of the operator's FileRoots, through os.Root, so neither
+// "..", nor a symbolic link, nor a FIFO or device leads anywhere else.
+func readFile(path string, opts Options) ([]byte, error) {
+	if len(opts.FileRoots) == 0 {
+		return nil, fmt.Errorf("%w: this policy server reads no module from its files (no --pull-file-root)", ErrFileNotAllowed)
+	}
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readBounded(f)
+	for _, root := range opts.FileRoots {
+		root, err := filepath.Abs(root)
+		if err != nil {
+			continue
+		}
+		rel, err := filepath.Rel(root, abs)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		f, err := os.OpenInRoot(root, rel)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file", path)
+		}
+		return readBounded(f, opts.MaxBytes)
+	}
+	return nil, fmt.Errorf("%w: %s is outside the directories allowed (%s)", ErrFileNotAllowed, path, strings.Join(opts.FileRoots, ", "))
 }
 
-func readBounded(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxModuleBytes+1))
+// ErrFileNotAllowed: a file pull outside the operator's FileRoots.
+var ErrFileNotAllowed = errors.New("file not allowed")
+
+func readBounded(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxModuleBytes {
-		return nil, fmt.Errorf("module is larger than %d bytes", MaxModuleBytes)
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("module is larger than %d bytes", max)
 	}
 	return b, nil
 }
@@ -115,7 +188,13 @@ func fromHTTPS(ctx context.Context, url string, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := (&http.Client{Transport: transport(opts)}).Do(req)
+	c := &http.Client{Transport: transport(opts), CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return checkRedirect(req, via[0].URL, opts)
+	}}
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +202,10 @@ func fromHTTPS(ctx context.Context, url string, opts Options) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET: %s", resp.Status)
 	}
-	return readBounded(resp.Body)
+	if resp.ContentLength > opts.MaxBytes {
+		return nil, fmt.Errorf("module is larger than %d bytes (%d announced)", opts.MaxBytes, resp.ContentLength)
+	}
+	return readBounded(resp.Body, opts.MaxBytes)
 }
 
 // fromRegistry reads a Kubewarden policy artifact: the layer with the wasm media type, or the
@@ -137,7 +219,8 @@ func fromRegistry(ctx context.Context, ref string, opts Options) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(transport(opts)))
+	rt := &redirectGuard{next: transport(opts), origin: &url.URL{Scheme: r.Context().Scheme(), Host: r.Context().RegistryStr()}, opts: opts}
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(rt))
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +250,10 @@ func fromRegistry(ctx context.Context, ref string, opts Options) ([]byte, error)
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := readBounded(rc)
+	if m.Layers[pick].Size > opts.MaxBytes {
+		return nil, fmt.Errorf("module is larger than %d bytes (layer of %d)", opts.MaxBytes, m.Layers[pick].Size)
+	}
+	b, err := readBounded(rc, opts.MaxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestFetch_EachSource_RecordsTheDigestOfTheModule(t *testing.T) {
 		{"registry", reg.Push(t, "policies/labels:v1", module)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := pull.Fetch(context.Background(), tc.ref, pull.Options{CAs: web.CAs})
+			m, err := pull.Fetch(context.Background(), tc.ref, pull.Options{CAs: web.CAs, FileRoots: []string{filepath.Dir(path)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestFetch_Failures_SayWhatFailed(t *testing.T) {
 		{"unknown scheme", "ftp://example.com/x.wasm", "unsupported scheme"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := pull.Fetch(context.Background(), tc.ref, pull.Options{})
+			_, err := pull.Fetch(context.Background(), tc.ref, pull.Options{FileRoots: []string{"/does"}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want an error containing %q, got %v", tc.want, err)
 			}

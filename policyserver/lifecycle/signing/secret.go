@@ -20,14 +20,24 @@ const (
 	SignerKey = "signer.key"
 )
 
-// SecretName is the Secret holding the signing CA and key of a policy server.
+// SecretName is the Secret holding what every replica verifies with: the signing CA's and the
+// signer's certificates (ca.crt, signer.crt), no key.
 func SecretName(policyServer string) string {
 	return "regent-policy-server-" + policyServer + "-signing"
 }
 
+// KeySecretName is the Secret holding the signer's private key (signer.key). Only the policy
+// server's leader identity may read it; replicas never need it.
+func KeySecretName(policyServer string) string { return SecretName(policyServer) + "-key" }
+
+// SplitSecretData parts NewSecretData's data into the public Secret's and the key Secret's.
+func SplitSecretData(data map[string][]byte) (public, key map[string][]byte) {
+	return map[string][]byte{CAKey: data[CAKey], CertKey: data[CertKey]}, map[string][]byte{SignerKey: data[SignerKey]}
+}
+
 // NewSecretData makes a CA and a signing certificate and key issued by it, valid for validity
-// from now, in the Secret's layout (PEM, ECDSA P-256). The controller creates the Secret with it;
-// tests do the same.
+// from now, in the Secrets' layout (PEM, ECDSA P-256), both Secrets' data together
+// (SplitSecretData parts them). The controller issues its own; tests use this.
 func NewSecretData(policyServer string, now time.Time, validity time.Duration) (map[string][]byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -37,11 +38,17 @@ func NewRegistry(t testing.TB) *Registry {
 // Push stores module as a policy artifact under repoTag and returns its registry:// reference.
 func (r *Registry) Push(t testing.TB, repoTag string, module []byte) string {
 	t.Helper()
-	ref, err := name.ParseReference(r.Host + "/" + repoTag)
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(module, pull.WasmLayerMediaType)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(module, pull.WasmLayerMediaType)})
+	return r.PushImage(t, repoTag, img)
+}
+
+// PushImage stores img under repoTag and returns its registry:// reference.
+func (r *Registry) PushImage(t testing.TB, repoTag string, img v1.Image) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoTag)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +56,20 @@ func (r *Registry) Push(t testing.TB, repoTag string, module []byte) string {
 		t.Fatal(err)
 	}
 	return "registry://" + r.Host + "/" + repoTag
+}
+
+// Digest is the manifest digest of the artifact at repoTag, what a reference pins.
+func (r *Registry) Digest(t testing.TB, repoTag string) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.Digest.String()
 }
 
 // HTTPS serves files over TLS.
