@@ -68,8 +68,10 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 			Namespace: target.Namespace, Name: target.Service, Path: &path, Port: ptrTo(int32(ServicePort)),
 		}
 	}
+	rules := spec.Rules
 	nsSelector := spec.NamespaceSelector.DeepCopy()
 	if ref.Kind == kubewardenv1.KindAdmissionPolicy {
+		rules = namespacedOnly(rules)
 		if nsSelector == nil {
 			nsSelector = &metav1.LabelSelector{}
 		}
@@ -96,12 +98,25 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 	return webhookParts{
 		name:              ref.ServerPolicyName() + ".policies.regent.dev",
 		clientConfig:      cc,
-		rules:             spec.Rules,
+		rules:             rules,
 		namespaceSelector: nsSelector,
 		objectSelector:    objSelector,
 		failurePolicy:     failure,
 		timeoutSeconds:    timeout,
 	}
+}
+
+// namespacedOnly copies rules with scope Namespaced on each: the apiserver sends a webhook every
+// cluster-scoped object its rules match whatever its namespaceSelector says, so an AdmissionPolicy
+// rule of scope Cluster, "*" or unset (which defaults to "*") would reach beyond its namespace.
+// The CRD refuses Cluster and "*"; this also covers an unset scope and objects stored before.
+func namespacedOnly(rules []admissionregistrationv1.RuleWithOperations) []admissionregistrationv1.RuleWithOperations {
+	out := make([]admissionregistrationv1.RuleWithOperations, len(rules))
+	for i := range rules {
+		rules[i].DeepCopyInto(&out[i])
+		out[i].Scope = ptrTo(admissionregistrationv1.NamespacedScope)
+	}
+	return out
 }
 
 // webhookParts is what the validating and mutating webhooks share.

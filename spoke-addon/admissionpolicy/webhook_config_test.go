@@ -3,6 +3,8 @@ package admissionpolicy
 import (
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
 
@@ -39,5 +41,27 @@ func TestRollbackTarget_UnknownGenerationNamesKeptOnes(t *testing.T) {
 	}
 	if _, cond := rollbackTarget("x", revs); cond.Reason != "InvalidGeneration" {
 		t.Errorf("condition = %+v", cond)
+	}
+}
+
+func TestWebhookFor_AdmissionPolicyRulesAreNamespacedOnly(t *testing.T) {
+	cluster := admissionregistrationv1.ClusterScope
+	rule := admissionregistrationv1.RuleWithOperations{Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{"rbac.authorization.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"clusterrolebindings"}}}
+	scoped := rule
+	scoped.Scope = &cluster
+	spec := kubewardenv1.PolicySpec{Rules: []admissionregistrationv1.RuleWithOperations{rule, scoped}}
+	tenant := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindAdmissionPolicy, Namespace: "team-a", Name: "p"}
+	for i, r := range webhookFor(tenant, spec, 1, webhookTarget{BaseURL: "https://x"}).mutating().Rules {
+		if r.Scope == nil || *r.Scope != admissionregistrationv1.NamespacedScope {
+			t.Errorf("rule %d of an AdmissionPolicy has scope %v, want Namespaced", i, r.Scope)
+		}
+	}
+	if spec.Rules[1].Scope != &cluster || spec.Rules[0].Scope != nil {
+		t.Errorf("the policy's own rules were changed")
+	}
+	admin := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindClusterAdmissionPolicy, Name: "p"}
+	if r := webhookFor(admin, spec, 1, webhookTarget{BaseURL: "https://x"}).validating().Rules; r[1].Scope != &cluster || r[0].Scope != nil {
+		t.Errorf("a ClusterAdmissionPolicy's scopes were changed: %+v", r)
 	}
 }
