@@ -12,7 +12,7 @@ import (
 
 // Labels and annotations the controller puts on what it creates.
 const (
-	// PolicyLabel names the policy (its server policy name) on its revisions and webhook
+	// PolicyLabel names the policy (PolicyReference.LabelValue) on its revisions and webhook
 	// configurations.
 	PolicyLabel = "regent.dev/policy"
 	// policyRefAnnotation on a webhook configuration names its policy as kind/namespace/name: the
@@ -33,8 +33,14 @@ type webhookTarget struct {
 	CABundle           []byte
 }
 
-// webhookName names a policy's webhook configurations (both kinds) after its server policy name.
-func webhookName(policyName string) string { return "regent-" + policyName }
+// webhookName names a policy's webhook configurations (both kinds) after its server policy name,
+// hashed when too long; distinct policies get distinct names (see ServerPolicyName).
+func webhookName(policyName string) string {
+	return kubewardenv1.FitName("regent-"+policyName, kubewardenv1.MaxObjectName)
+}
+
+// webhookSuffix makes the webhook's name in its configuration a fully qualified name.
+const webhookSuffix = ".policies.regent.dev"
 
 // validatePath is the policy server's endpoint for one generation of one policy.
 func validatePath(policyName string, generation int64) string {
@@ -96,7 +102,7 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 		timeout = *spec.TimeoutSeconds
 	}
 	return webhookParts{
-		name:              ref.ServerPolicyName() + ".policies.regent.dev",
+		name:              kubewardenv1.FitName(ref.ServerPolicyName(), kubewardenv1.MaxObjectName-len(webhookSuffix)) + webhookSuffix,
 		clientConfig:      cc,
 		rules:             rules,
 		namespaceSelector: nsSelector,

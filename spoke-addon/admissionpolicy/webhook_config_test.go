@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
@@ -14,8 +15,8 @@ func TestWebhookFor_AdmissionPolicySeesOnlyItsNamespace(t *testing.T) {
 	if got := w.NamespaceSelector.MatchLabels[namespaceNameLabel]; got != "team-a" {
 		t.Errorf("namespace selector label = %q, want team-a", got)
 	}
-	if s := w.ClientConfig.Service; s == nil || *s.Path != "/validate/namespaced-team-a-no-latest/4" || *s.Port != ServicePort {
-		t.Errorf("service = %+v, want path /validate/namespaced-team-a-no-latest/4 on %d", s, ServicePort)
+	if s := w.ClientConfig.Service; s == nil || *s.Path != "/validate/namespaced.team-a.no-latest/4" || *s.Port != ServicePort {
+		t.Errorf("service = %+v, want path /validate/namespaced.team-a.no-latest/4 on %d", s, ServicePort)
 	}
 }
 
@@ -63,5 +64,22 @@ func TestWebhookFor_AdmissionPolicyRulesAreNamespacedOnly(t *testing.T) {
 	admin := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindClusterAdmissionPolicy, Name: "p"}
 	if r := webhookFor(admin, spec, 1, webhookTarget{BaseURL: "https://x"}).validating().Rules; r[1].Scope != &cluster || r[0].Scope != nil {
 		t.Errorf("a ClusterAdmissionPolicy's scopes were changed: %+v", r)
+	}
+}
+
+func TestWebhookOwner_OnlyTheSamePolicyReferenceOwns(t *testing.T) {
+	ref := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindAdmissionPolicy, Namespace: "a", Name: "b-c", UID: "1"}
+	for annotation, want := range map[string]string{
+		"AdmissionPolicy/a/b-c":       "",
+		"AdmissionPolicy/a-b/c":       "AdmissionPolicy a-b/c",
+		"ClusterAdmissionPolicy//b-c": "ClusterAdmissionPolicy b-c",
+		"":                            "no Regent policy",
+		"AdmissionPolicy/a/b-c/extra": "no Regent policy",
+	} {
+		meta := &metav1.ObjectMeta{Name: "w", Annotations: map[string]string{policyRefAnnotation: annotation}}
+		got := webhookOwner(meta, "ValidatingWebhookConfiguration", ref)
+		if (got == nil) != (want == "") || (got != nil && got.owner != want) {
+			t.Errorf("annotation %q: conflict %+v, want owner %q", annotation, got, want)
+		}
 	}
 }
