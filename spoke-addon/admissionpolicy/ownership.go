@@ -77,3 +77,20 @@ func revisionOwner(existing *kubewardenv1.PolicyRevision, ref kubewardenv1.Polic
 	return &ownershipConflict{kind: "PolicyRevision", name: existing.Namespace + "/" + existing.Name,
 		owner: describeRef(o.Kind, o.Namespace, o.Name)}
 }
+
+// policyLabelValues are the values of PolicyLabel the policy's revisions can carry: its own, and
+// for an AdmissionPolicy whose name changed with the injective naming, the one an earlier version
+// wrote (Kubewarden's name). Revisions are the policy's by their objectReference, whatever their
+// name, so those keep serving and are collected as usual after an upgrade; under the earlier label
+// another tenant's revisions may also be found, and the callers' reference checks skip them.
+func policyLabelValues(ref kubewardenv1.PolicyReference) []string {
+	values := []string{ref.LabelValue()}
+	if ref.Kind != kubewardenv1.KindAdmissionPolicy {
+		return values
+	}
+	earlier := "namespaced-" + ref.Namespace + "-" + ref.Name
+	if earlier != values[0] && len(earlier) <= kubewardenv1.MaxLabelValue {
+		values = append(values, earlier)
+	}
+	return values
+}

@@ -174,13 +174,16 @@ func failureMessage(conds []kubewardenv1.PolicyCondition) string {
 
 // revisions lists the policy's revisions; ones of an earlier policy of the same name are not its.
 func (r *policyReconciler) revisions(ctx context.Context, ref kubewardenv1.PolicyReference) ([]kubewardenv1.PolicyRevision, error) {
-	list := &kubewardenv1.PolicyRevisionList{}
-	if err := r.nsReader.List(ctx, list, client.InNamespace(r.namespace),
-		client.MatchingLabels{PolicyLabel: ref.LabelValue()}); err != nil {
-		return nil, fmt.Errorf("list revisions: %w", err)
+	var all []kubewardenv1.PolicyRevision
+	for _, label := range policyLabelValues(ref) {
+		list := &kubewardenv1.PolicyRevisionList{}
+		if err := r.nsReader.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{PolicyLabel: label}); err != nil {
+			return nil, fmt.Errorf("list revisions: %w", err)
+		}
+		all = append(all, list.Items...)
 	}
 	var out []kubewardenv1.PolicyRevision
-	for _, rev := range list.Items {
+	for _, rev := range all {
 		if rev.Spec.ObjectReference.Kind == ref.Kind && rev.Spec.ObjectReference.UID == ref.UID {
 			out = append(out, rev)
 		}
@@ -315,12 +318,16 @@ func (r *policyReconciler) reconcileDelete(ctx context.Context, obj client.Objec
 // revision created just before the policy was deleted is not left behind; each delete is
 // conditioned on the UID of the revision whose owner was checked.
 func (r *policyReconciler) deleteRevisions(ctx context.Context, ref kubewardenv1.PolicyReference) error {
-	list := &kubewardenv1.PolicyRevisionList{}
-	if err := r.apiReader.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{PolicyLabel: ref.LabelValue()}); err != nil {
-		return fmt.Errorf("list revisions: %w", err)
+	var all []kubewardenv1.PolicyRevision
+	for _, label := range policyLabelValues(ref) {
+		list := &kubewardenv1.PolicyRevisionList{}
+		if err := r.apiReader.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{PolicyLabel: label}); err != nil {
+			return fmt.Errorf("list revisions: %w", err)
+		}
+		all = append(all, list.Items...)
 	}
-	for i := range list.Items {
-		rev := &list.Items[i]
+	for i := range all {
+		rev := &all[i]
 		if revisionOwner(rev, ref) != nil {
 			continue
 		}
