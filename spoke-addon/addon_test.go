@@ -128,6 +128,8 @@ func TestSpokeAddon(t *testing.T) {
 
 	t.Run("Dependencies", func(t *testing.T) { s.dependencies(t) })
 
+	t.Run("TemplateNameCollision_FirstKeepsItTheOtherIsRefusedAndBothAreTold", func(t *testing.T) { s.templateCollision(t) })
+
 	t.Run("AddonLeaseIsKeptFresh", func(t *testing.T) {
 		eventually(t, wait, func() (bool, string) {
 			l := &coordinationv1.Lease{}
@@ -379,5 +381,67 @@ func (s *suite) dependencies(t *testing.T) {
 		})
 		s.pendingWith(t, "default.chicken", "cycle: default.chicken → default.egg → default.chicken")
 		s.pendingWith(t, "default.egg", "cycle: default.egg → default.chicken → default.egg")
+	})
+}
+
+// templateCollision: two roots ship a ConfigurationPolicy of the same name to cluster1. The
+// first keeps it; the second is NonCompliant naming the first, never takes it over, and an event
+// on each policy says so (OCM's "Template name must be unique").
+func (s *suite) templateCollision(t *testing.T) {
+	ctx := context.Background()
+	shared := func(p *policyv1.Policy) { p.Spec.PolicyTemplates = []*policyv1.PolicyTemplate{template("shared-cfg")} }
+	first := s.createReplica(t, "first-team", shared)
+	controller := func() (string, string) {
+		cp := &policyv1.ConfigurationPolicy{}
+		if err := s.local.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: "shared-cfg"}, cp); err != nil {
+			return "", err.Error()
+		}
+		if ref := metav1.GetControllerOf(cp); ref != nil {
+			return ref.Name, cp.Labels["policy.open-cluster-management.io/policy"]
+		}
+		return "", cp.Labels["policy.open-cluster-management.io/policy"]
+	}
+	eventually(t, wait, func() (bool, string) {
+		owner, label := controller()
+		return owner == first.Name && label == first.Name, fmt.Sprintf("shared-cfg controlled by %s, have %q labelled %q", first.Name, owner, label)
+	})
+	second := s.createReplica(t, "second-team", shared)
+	s.localPolicy(t, second.Name, func(l *policyv1.Policy) (bool, string) {
+		d := l.Status.Details
+		ok := l.Status.ComplianceState == policyv1.NonCompliant && len(d) == 1 && len(d[0].History) > 0 &&
+			strings.Contains(d[0].History[0].Message, "Template name must be unique") &&
+			strings.Contains(d[0].History[0].Message, "already exists in policy "+first.Name)
+		return ok, fmt.Sprintf("%s NonCompliant naming %s, have %s %s", second.Name, first.Name, l.Status.ComplianceState, toJSON(d))
+	})
+	eventually(t, wait, func() (bool, string) {
+		list := &corev1.EventList{}
+		if err := s.local.List(ctx, list, client.InNamespace("cluster1")); err != nil {
+			return false, err.Error()
+		}
+		told := map[string]bool{}
+		for _, e := range list.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "Template name must be unique") {
+				told[e.InvolvedObject.Name] = true
+			}
+		}
+		return told[first.Name] && told[second.Name], fmt.Sprintf("a collision event on both policies, have %v", told)
+	})
+	// The second policy's reconciles left the object as the first one made it.
+	if owner, label := controller(); owner != first.Name || label != first.Name {
+		t.Errorf("shared-cfg controlled by %q labelled %q, want %s", owner, label, first.Name)
+	}
+
+	// The first policy goes, and with it its object (the garbage collector's part, which this
+	// fleet does not run, is played here): the refused policy takes the template over.
+	if err := s.hub.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	s.localGone(t, first.Name)
+	if err := s.local.Delete(ctx, &policyv1.ConfigurationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: "shared-cfg"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, func() (bool, string) {
+		owner, label := controller()
+		return owner == second.Name && label == second.Name, fmt.Sprintf("shared-cfg taken over by %s, have %q labelled %q", second.Name, owner, label)
 	})
 }

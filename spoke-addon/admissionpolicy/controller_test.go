@@ -225,7 +225,7 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		name := "namespaced-" + testNamespace + "-team"
+		name := referenceTo(namespacedPolicyKind, p).ServerPolicyName()
 		report(t, c, name+"-g1", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
 		w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		eventually(t, "webhook configuration of the AdmissionPolicy", func() bool {

@@ -37,7 +37,10 @@ type observed struct {
 	Previous []kubewardenv1.PolicyCondition
 	// Extra conditions the reconciler adds (a failed rollback), kept after the lifecycle's own.
 	Extra []kubewardenv1.PolicyCondition
-	Now   time.Time
+	// Blocked, when set, says an object the policy needs belongs to another policy: the serving
+	// generation stays, nothing is collected, and the policy is Failed with this condition.
+	Blocked *kubewardenv1.PolicyCondition
+	Now     time.Time
 }
 
 // decision is what the controller writes for one policy.
@@ -60,6 +63,9 @@ func decide(o observed) decision {
 
 	d := decision{Serving: o.Serving}
 	for _, r := range revs {
+		if o.Blocked != nil {
+			break
+		}
 		if r.Generation <= o.Serving {
 			break
 		}
@@ -71,15 +77,22 @@ func decide(o observed) decision {
 
 	newest := findRevision(revs, o.Generation)
 	conds := newestConditions(o, newest)
+	extra := o.Extra
+	if o.Blocked != nil {
+		extra = append(slices.Clone(extra), *o.Blocked)
+	}
 	d.Status = kubewardenv1.PolicyStatus{
 		Phase:             phase(o.Generation, d.Serving, conds),
 		ServingGeneration: d.Serving,
-		Conditions:        keepTransitionTimes(append(conds, o.Extra...), o.Previous, o.Now),
+		Conditions:        keepTransitionTimes(append(conds, extra...), o.Previous, o.Now),
+	}
+	if o.Blocked != nil {
+		d.Status.Phase = kubewardenv1.PhaseFailed
 	}
 	if serving := findRevision(revs, d.Serving); serving != nil {
 		d.Status.Mode = serving.Mode
 	}
-	if d.Serving > 0 {
+	if d.Serving > 0 && o.Blocked == nil {
 		d.Collect = collect(revs, o.Kept, d.Serving)
 	}
 	return d

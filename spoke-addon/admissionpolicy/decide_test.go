@@ -175,3 +175,15 @@ func TestDecide_ModeIsTheServingGenerations(t *testing.T) {
 		t.Errorf("mode = %s while generation 1 serves, want protect", d.Status.Mode)
 	}
 }
+
+func TestDecide_BlockedByAnotherPolicysObject_ServingStaysAndFailed(t *testing.T) {
+	conflict := (&ownershipConflict{kind: "ValidatingWebhookConfiguration", name: "regent-x", owner: "AdmissionPolicy a/b"}).condition(5)
+	d := decide(observed{Generation: 5, Serving: 4, Revisions: []revisionState{rev(1), rev(2), rev(3), rev(4), rev(5, allReady(5, 0)...)},
+		Live: replicas(0), Kept: 3, Blocked: &conflict, Now: now})
+	if d.Serving != 4 || d.Status.ServingGeneration != 4 || len(d.Collect) != 0 {
+		t.Errorf("serving %d (status %d), collect %v; want generation 4 to keep serving and nothing collected", d.Serving, d.Status.ServingGeneration, d.Collect)
+	}
+	if c := findCondition(d.Status.Conditions, conditionConflict, nil); d.Status.Phase != kubewardenv1.PhaseFailed || c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("phase %s, conditions %+v; want Failed with Conflict", d.Status.Phase, d.Status.Conditions)
+	}
+}

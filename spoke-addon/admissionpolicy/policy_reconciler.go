@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -38,6 +39,7 @@ type policyReconciler struct {
 	client    client.Client
 	reader    client.Reader // the manager's cache: policies, PolicyServers
 	nsReader  client.Reader // the controller namespace's cache: revisions, Leases, Secrets
+	apiReader client.Reader // the API itself, where the cache may lag behind
 	namespace string
 	opts      Options
 	clock     clock.PassiveClock
@@ -70,17 +72,19 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		extra = append(extra, cond)
 	}
-	if revs, err = r.ensureRevision(ctx, obj, ref, revs); err != nil {
+	var conflict *ownershipConflict
+	if revs, err = r.ensureRevision(ctx, obj, ref, revs); err != nil && !errors.As(err, &conflict) {
 		return ctrl.Result{}, err
 	}
-	return r.reconcileNormal(ctx, obj, ref, revs, extra)
+	return r.reconcileNormal(ctx, obj, ref, revs, extra, conflict)
 }
 
 // reconcileNormal decides the serving generation and status from the revisions and Leases, then
 // moves the webhook configuration, collects old revisions and writes the status, in that order:
-// a revision is only collected once no webhook points at it.
+// a revision is only collected once no webhook points at it. conflict, when set, is an object the
+// policy needs that another policy owns: nothing moves until it is gone.
 func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Object, ref kubewardenv1.PolicyReference,
-	revs []kubewardenv1.PolicyRevision, extra []kubewardenv1.PolicyCondition) (ctrl.Result, error) {
+	revs []kubewardenv1.PolicyRevision, extra []kubewardenv1.PolicyCondition, conflict *ownershipConflict) (ctrl.Result, error) {
 	ps := policyServerOf(obj)
 	leases := &coordinationv1.LeaseList{}
 	if err := r.nsReader.List(ctx, leases, client.InNamespace(r.namespace)); err != nil {
@@ -97,19 +101,33 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	for i := range revs {
 		states[i] = stateOf(&revs[i])
 	}
-	d := decide(observed{
+	o := observed{
 		Generation: obj.GetGeneration(), Serving: status.ServingGeneration, Revisions: states,
 		Live: live, Kept: kept, Previous: status.Conditions, Extra: extra, Now: now,
-	})
-	if d.Serving > 0 {
+	}
+	if conflict != nil {
+		o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
+	}
+	d := decide(o)
+	if d.Serving > 0 && conflict == nil {
 		switched, err := r.applyWebhooks(ctx, obj, ref, d.Serving, revs)
-		if err != nil {
+		if errors.As(err, &conflict) {
+			// Decide again: the webhook stays where it is, so must the status.
+			o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
+			d = decide(o)
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 		if switched {
 			webhookSwitches.Inc()
 			r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "WebhookSwitched", "Serve",
 				"the webhook configuration now calls generation %d on every replica", d.Serving)
+		}
+	}
+	if conflict != nil {
+		// Every reconcile of a blocked policy comes here; say it once per new answer.
+		if prev := findCondition(status.Conditions, conditionConflict, nil); prev == nil || prev.Message != o.Blocked.Message {
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OwnedByAnotherPolicy", "Serve", "%s", o.Blocked.Message)
 		}
 	}
 	if err := r.collect(ctx, obj, revs, d.Collect); err != nil {
@@ -127,6 +145,9 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 		}
 		statusWrites.Inc()
 	}
+	if conflict != nil {
+		return ctrl.Result{RequeueAfter: conflictRetry * time.Second}, nil
+	}
 	if !nextExpiry.IsZero() {
 		// An expiring Lease sends no event: look again when the first live one would expire.
 		return ctrl.Result{RequeueAfter: nextExpiry.Sub(now) + 100*time.Millisecond}, nil
@@ -137,6 +158,9 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 // failureMessage joins the reasons the newest generation failed, for the Event.
 func failureMessage(conds []kubewardenv1.PolicyCondition) string {
 	for _, c := range conds {
+		if c.Type == conditionConflict && c.Status == metav1.ConditionTrue {
+			return c.Message
+		}
 		if (c.Type == kubewardenv1.ConditionInitialized || c.Type == kubewardenv1.ConditionReady) && c.Status == metav1.ConditionFalse {
 			who := "leader"
 			if c.Replica != nil {
@@ -150,13 +174,16 @@ func failureMessage(conds []kubewardenv1.PolicyCondition) string {
 
 // revisions lists the policy's revisions; ones of an earlier policy of the same name are not its.
 func (r *policyReconciler) revisions(ctx context.Context, ref kubewardenv1.PolicyReference) ([]kubewardenv1.PolicyRevision, error) {
-	list := &kubewardenv1.PolicyRevisionList{}
-	if err := r.nsReader.List(ctx, list, client.InNamespace(r.namespace),
-		client.MatchingLabels{PolicyLabel: ref.ServerPolicyName()}); err != nil {
-		return nil, fmt.Errorf("list revisions: %w", err)
+	var all []kubewardenv1.PolicyRevision
+	for _, label := range policyLabelValues(ref) {
+		list := &kubewardenv1.PolicyRevisionList{}
+		if err := r.nsReader.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{PolicyLabel: label}); err != nil {
+			return nil, fmt.Errorf("list revisions: %w", err)
+		}
+		all = append(all, list.Items...)
 	}
 	var out []kubewardenv1.PolicyRevision
-	for _, rev := range list.Items {
+	for _, rev := range all {
 		if rev.Spec.ObjectReference.Kind == ref.Kind && rev.Spec.ObjectReference.UID == ref.UID {
 			out = append(out, rev)
 		}
@@ -183,13 +210,19 @@ func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object
 		rev = &kubewardenv1.PolicyRevision{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: ref.RevisionName(gen), Namespace: r.namespace,
-				Labels: map[string]string{kubewardenv1.PolicyServerLabel: policyServerOf(obj), PolicyLabel: ref.ServerPolicyName()},
+				Labels: map[string]string{kubewardenv1.PolicyServerLabel: policyServerOf(obj), PolicyLabel: ref.LabelValue()},
 			},
 			Spec: kubewardenv1.PolicyRevisionSpec{ObjectReference: ref, PolicyGeneration: gen, Enabled: true,
 				Data: runtime.RawExtension{Raw: data}},
 		}
 		if err := r.client.Create(ctx, rev); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				existing := &kubewardenv1.PolicyRevision{}
+				if r.nsReader.Get(ctx, client.ObjectKeyFromObject(rev), existing) == nil {
+					if conflict := revisionOwner(existing, ref); conflict != nil {
+						return revs, conflict
+					}
+				}
 				// Created by an earlier pass the cache has not shown yet, or left by an earlier
 				// policy of the same name, which its finalizer is removing: look again.
 				return nil, fmt.Errorf("revision %s exists but is not yet seen as this policy's: %w", rev.Name, err)
@@ -263,16 +296,44 @@ func (r *policyReconciler) reconcileDelete(ctx context.Context, obj client.Objec
 	if !controllerutil.ContainsFinalizer(obj, finalizer) {
 		return nil
 	}
-	if err := r.deleteWebhooks(ctx, ref.ServerPolicyName()); err != nil {
+	left, err := r.deleteWebhooks(ctx, ref)
+	if err != nil {
 		return err
 	}
-	if err := r.client.DeleteAllOf(ctx, &kubewardenv1.PolicyRevision{}, client.InNamespace(r.namespace),
-		client.MatchingLabels{PolicyLabel: ref.ServerPolicyName()}); err != nil {
-		return fmt.Errorf("delete revisions: %w", err)
+	for _, c := range left {
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OwnedByAnotherPolicy", "Delete", "%s", c.Error())
+	}
+	if err := r.deleteRevisions(ctx, ref); err != nil {
+		return err
 	}
 	controllerutil.RemoveFinalizer(obj, finalizer)
 	if err := r.client.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
+// deleteRevisions deletes the revisions recorded for ref's policy (and those an earlier policy of
+// its name left), never another policy's. They are listed from the API, not the cache, so a
+// revision created just before the policy was deleted is not left behind; each delete is
+// conditioned on the UID of the revision whose owner was checked.
+func (r *policyReconciler) deleteRevisions(ctx context.Context, ref kubewardenv1.PolicyReference) error {
+	var all []kubewardenv1.PolicyRevision
+	for _, label := range policyLabelValues(ref) {
+		list := &kubewardenv1.PolicyRevisionList{}
+		if err := r.apiReader.List(ctx, list, client.InNamespace(r.namespace), client.MatchingLabels{PolicyLabel: label}); err != nil {
+			return fmt.Errorf("list revisions: %w", err)
+		}
+		all = append(all, list.Items...)
+	}
+	for i := range all {
+		rev := &all[i]
+		if revisionOwner(rev, ref) != nil {
+			continue
+		}
+		if err := r.client.Delete(ctx, rev, client.Preconditions{UID: &rev.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete revision %s: %w", rev.Name, err)
+		}
 	}
 	return nil
 }

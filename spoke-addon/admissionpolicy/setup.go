@@ -97,7 +97,7 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 	}
 	r := &policyReconciler{
 		kind: k, client: mgr.GetClient(), reader: mgr.GetCache(),
-		nsReader: nsCache, namespace: opts.Namespace, opts: opts, clock: opts.Clock,
+		nsReader: nsCache, apiReader: mgr.GetAPIReader(), namespace: opts.Namespace, opts: opts, clock: opts.Clock,
 		recorder: mgr.GetEventRecorder(name),
 	}
 	err := ctrl.NewControllerManagedBy(mgr).

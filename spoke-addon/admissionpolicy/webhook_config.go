@@ -12,7 +12,7 @@ import (
 
 // Labels and annotations the controller puts on what it creates.
 const (
-	// PolicyLabel names the policy (its server policy name) on its revisions and webhook
+	// PolicyLabel names the policy (PolicyReference.LabelValue) on its revisions and webhook
 	// configurations.
 	PolicyLabel = "regent.dev/policy"
 	// policyRefAnnotation on a webhook configuration names its policy as kind/namespace/name: the
@@ -33,8 +33,14 @@ type webhookTarget struct {
 	CABundle           []byte
 }
 
-// webhookName names a policy's webhook configurations (both kinds) after its server policy name.
-func webhookName(policyName string) string { return "regent-" + policyName }
+// webhookName names a policy's webhook configurations (both kinds) after its server policy name,
+// hashed when too long; distinct policies get distinct names (see ServerPolicyName).
+func webhookName(policyName string) string {
+	return kubewardenv1.FitName("regent-"+policyName, kubewardenv1.MaxObjectName)
+}
+
+// webhookSuffix makes the webhook's name in its configuration a fully qualified name.
+const webhookSuffix = ".policies.regent.dev"
 
 // validatePath is the policy server's endpoint for one generation of one policy.
 func validatePath(policyName string, generation int64) string {
@@ -68,8 +74,10 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 			Namespace: target.Namespace, Name: target.Service, Path: &path, Port: ptrTo(int32(ServicePort)),
 		}
 	}
+	rules := spec.Rules
 	nsSelector := spec.NamespaceSelector.DeepCopy()
 	if ref.Kind == kubewardenv1.KindAdmissionPolicy {
+		rules = namespacedOnly(rules)
 		if nsSelector == nil {
 			nsSelector = &metav1.LabelSelector{}
 		}
@@ -94,14 +102,27 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 		timeout = *spec.TimeoutSeconds
 	}
 	return webhookParts{
-		name:              ref.ServerPolicyName() + ".policies.regent.dev",
+		name:              kubewardenv1.FitName(ref.ServerPolicyName(), kubewardenv1.MaxObjectName-len(webhookSuffix)) + webhookSuffix,
 		clientConfig:      cc,
-		rules:             spec.Rules,
+		rules:             rules,
 		namespaceSelector: nsSelector,
 		objectSelector:    objSelector,
 		failurePolicy:     failure,
 		timeoutSeconds:    timeout,
 	}
+}
+
+// namespacedOnly copies rules with scope Namespaced on each: the apiserver sends a webhook every
+// cluster-scoped object its rules match whatever its namespaceSelector says, so an AdmissionPolicy
+// rule of scope Cluster, "*" or unset (which defaults to "*") would reach beyond its namespace.
+// The CRD refuses Cluster and "*"; this also covers an unset scope and objects stored before.
+func namespacedOnly(rules []admissionregistrationv1.RuleWithOperations) []admissionregistrationv1.RuleWithOperations {
+	out := make([]admissionregistrationv1.RuleWithOperations, len(rules))
+	for i := range rules {
+		rules[i].DeepCopyInto(&out[i])
+		out[i].Scope = ptrTo(admissionregistrationv1.NamespacedScope)
+	}
+	return out
 }
 
 // webhookParts is what the validating and mutating webhooks share.

@@ -3,6 +3,9 @@ package admissionpolicy
 import (
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
 
@@ -12,8 +15,8 @@ func TestWebhookFor_AdmissionPolicySeesOnlyItsNamespace(t *testing.T) {
 	if got := w.NamespaceSelector.MatchLabels[namespaceNameLabel]; got != "team-a" {
 		t.Errorf("namespace selector label = %q, want team-a", got)
 	}
-	if s := w.ClientConfig.Service; s == nil || *s.Path != "/validate/namespaced-team-a-no-latest/4" || *s.Port != ServicePort {
-		t.Errorf("service = %+v, want path /validate/namespaced-team-a-no-latest/4 on %d", s, ServicePort)
+	if s := w.ClientConfig.Service; s == nil || *s.Path != "/validate/namespaced.team-a.no-latest/4" || *s.Port != ServicePort {
+		t.Errorf("service = %+v, want path /validate/namespaced.team-a.no-latest/4 on %d", s, ServicePort)
 	}
 }
 
@@ -39,5 +42,44 @@ func TestRollbackTarget_UnknownGenerationNamesKeptOnes(t *testing.T) {
 	}
 	if _, cond := rollbackTarget("x", revs); cond.Reason != "InvalidGeneration" {
 		t.Errorf("condition = %+v", cond)
+	}
+}
+
+func TestWebhookFor_AdmissionPolicyRulesAreNamespacedOnly(t *testing.T) {
+	cluster := admissionregistrationv1.ClusterScope
+	rule := admissionregistrationv1.RuleWithOperations{Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{"rbac.authorization.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"clusterrolebindings"}}}
+	scoped := rule
+	scoped.Scope = &cluster
+	spec := kubewardenv1.PolicySpec{Rules: []admissionregistrationv1.RuleWithOperations{rule, scoped}}
+	tenant := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindAdmissionPolicy, Namespace: "team-a", Name: "p"}
+	for i, r := range webhookFor(tenant, spec, 1, webhookTarget{BaseURL: "https://x"}).mutating().Rules {
+		if r.Scope == nil || *r.Scope != admissionregistrationv1.NamespacedScope {
+			t.Errorf("rule %d of an AdmissionPolicy has scope %v, want Namespaced", i, r.Scope)
+		}
+	}
+	if spec.Rules[1].Scope != &cluster || spec.Rules[0].Scope != nil {
+		t.Errorf("the policy's own rules were changed")
+	}
+	admin := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindClusterAdmissionPolicy, Name: "p"}
+	if r := webhookFor(admin, spec, 1, webhookTarget{BaseURL: "https://x"}).validating().Rules; r[1].Scope != &cluster || r[0].Scope != nil {
+		t.Errorf("a ClusterAdmissionPolicy's scopes were changed: %+v", r)
+	}
+}
+
+func TestWebhookOwner_OnlyTheSamePolicyReferenceOwns(t *testing.T) {
+	ref := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindAdmissionPolicy, Namespace: "a", Name: "b-c", UID: "1"}
+	for annotation, want := range map[string]string{
+		"AdmissionPolicy/a/b-c":       "",
+		"AdmissionPolicy/a-b/c":       "AdmissionPolicy a-b/c",
+		"ClusterAdmissionPolicy//b-c": "ClusterAdmissionPolicy b-c",
+		"":                            "no Regent policy",
+		"AdmissionPolicy/a/b-c/extra": "no Regent policy",
+	} {
+		meta := &metav1.ObjectMeta{Name: "w", Annotations: map[string]string{policyRefAnnotation: annotation}}
+		got := webhookOwner(meta, "ValidatingWebhookConfiguration", ref)
+		if (got == nil) != (want == "") || (got != nil && got.owner != want) {
+			t.Errorf("annotation %q: conflict %+v, want owner %q", annotation, got, want)
+		}
 	}
 }

@@ -217,3 +217,39 @@ func TestAdmissionPolicyMessage_ShowsEachReplica(t *testing.T) {
 		t.Fatalf("message\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestTemplateOwner_AnotherPolicysObjectIsNeverThisPolicys(t *testing.T) {
+	p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: "team-a.p"}}
+	owned := func(kind, apiVersion, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, Controller: ptr(true)}})
+		return u
+	}
+	labelled := func(policy, ns string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetLabels(map[string]string{PolicyLabel: policy, ClusterNamespaceLabel: ns})
+		return u
+	}
+	for _, tc := range []struct {
+		name         string
+		obj          *unstructured.Unstructured
+		owner, rival string
+	}{
+		{"controlled by this policy", owned("Policy", "policy.open-cluster-management.io/v1", "team-a.p"), "", ""},
+		{"controlled by another root's policy", owned("Policy", "policy.open-cluster-management.io/v1", "team-b.p"), "policy team-b.p", "team-b.p"},
+		{"controlled by something else", owned("Deployment", "apps/v1", "team-a.p"), "Deployment team-a.p", ""},
+		{"cluster-scoped, labelled for this policy", labelled("team-a.p", "cluster1"), "", ""},
+		{"cluster-scoped, labelled for another root's policy", labelled("team-b.p", "cluster1"), "policy team-b.p", "team-b.p"},
+		{"cluster-scoped, labelled for a policy of another cluster namespace", labelled("team-a.p", "cluster2"), "policy cluster2/team-a.p", ""},
+		{"no policy at all", &unstructured.Unstructured{}, "no Policy", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owner, rival := templateOwner(tc.obj, p)
+			if owner != tc.owner || rival != tc.rival {
+				t.Errorf("owner %q rival %q, want %q %q", owner, rival, tc.owner, tc.rival)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

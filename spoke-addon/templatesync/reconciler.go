@@ -56,6 +56,9 @@ type templateResult struct {
 	state   policyv1.ComplianceState
 	message string
 	current bool // the state answers the template's current spec
+	// rival is another policy of the namespace that owns the template's object, so this one's
+	// was refused; it is told too.
+	rival string
 }
 
 // Reconcile applies or withholds each template of the policy and records the outcome.
@@ -140,9 +143,28 @@ func (r *Reconciler) applyTemplate(ctx context.Context, p *policyv1.Policy, tmpl
 	if len(deps) > 0 && cycle != nil {
 		reasons = append([]string{cycleMessage(cycle)}, reasons...)
 	}
+
+	current := &unstructured.Unstructured{}
+	current.SetGroupVersionKind(gvk)
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), current)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return res, deps, obj, fmt.Errorf("read template %s: %w", obj.GetName(), err)
+	}
+	exists := err == nil
+	if exists {
+		if owner, rival := templateOwner(current, p); owner != "" {
+			// Never update or delete another's object; look again when it changes or goes.
+			res.state, res.message, res.rival = policyv1.NonCompliant, collisionMessage(obj, owner), rival
+			return res, append(deps, depKey{GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}), nil, nil
+		}
+	}
 	if len(reasons) > 0 {
-		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return res, deps, nil, fmt.Errorf("withdraw template %s: %w", obj.GetName(), err)
+		if exists {
+			// Conditioned on the UID whose owner was checked: a recreated object is not deleted.
+			uid := current.GetUID()
+			if err := r.Client.Delete(ctx, current, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				return res, deps, nil, fmt.Errorf("withdraw template %s: %w", obj.GetName(), err)
+			}
 		}
 		res.state, res.message = policyv1.Pending, pendingMessage(reasons)
 		if tmpl.IgnorePending {
@@ -151,21 +173,17 @@ func (r *Reconciler) applyTemplate(ctx context.Context, p *policyv1.Policy, tmpl
 		return res, deps, nil, nil
 	}
 
-	current := &unstructured.Unstructured{}
-	current.SetGroupVersionKind(gvk)
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), current)
-	switch {
-	case apierrors.IsNotFound(err):
+	if !exists {
 		if err := r.Client.Create(ctx, obj); err != nil {
 			res.state, res.message = policyv1.NonCompliant, "template-error; create failed: "+err.Error()
 			return res, deps, obj, nil
 		}
 		res.current = false
 		return res, deps, obj, nil
-	case err != nil:
-		return res, deps, obj, fmt.Errorf("read template %s: %w", obj.GetName(), err)
 	}
 	if needsUpdate(current, obj) {
+		// The update carries the resourceVersion of the copy whose owner was checked: if the
+		// object changed hands in between, it conflicts and is looked at again.
 		obj.SetResourceVersion(current.GetResourceVersion())
 		if err := r.Client.Update(ctx, obj); err != nil {
 			if apierrors.IsConflict(err) {
@@ -278,6 +296,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, p *policyv1.Policy, result
 			}
 			// OCM's event reason, so tools that read OCM's template events read ours.
 			r.Recorder.Event(p, eventType, "policy: "+p.Namespace+"/"+res.name, res.message)
+			if res.rival != "" {
+				r.tellRival(ctx, p, res)
+			}
 		}
 		status.Details = append(status.Details, d)
 		states = append(states, res.state)
@@ -297,6 +318,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, p *policyv1.Policy, result
 		return fmt.Errorf("write status of %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
+}
+
+// tellRival records on the policy that keeps a contested template that p ships one of the same
+// name and was refused, so both teams see the collision. It is said once per change of p's state.
+func (r *Reconciler) tellRival(ctx context.Context, p *policyv1.Policy, res templateResult) {
+	rival := &policyv1.Policy{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: res.rival}, rival); err != nil {
+		return // gone: the refused policy takes the template on its next reconcile
+	}
+	r.Recorder.Event(rival, corev1.EventTypeWarning, "policy: "+p.Namespace+"/"+res.name,
+		fmt.Sprintf("template-error; Template name must be unique. Policy %s also ships a template named %s; this policy keeps it and %s's is refused",
+			p.Name, res.name, p.Name))
 }
 
 func hubGeneration(p *policyv1.Policy) (int64, error) {

@@ -206,6 +206,11 @@ type AdmissionPolicy struct {
 
 	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowNetworkBuiltins) || !self.allowNetworkBuiltins",message="allowNetworkBuiltins is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not reach the network from the policy server"
+	// The apiserver does not apply a webhook's namespaceSelector to cluster-scoped objects, so a
+	// rule of scope Cluster or "*" would let a namespace user intercept ClusterRoleBindings and
+	// every other cluster-wide write; the controller also forces Namespaced when it builds the
+	// webhook, for objects stored before this rule.
+	// +kubebuilder:validation:XValidation:rule="self.rules.all(r, !has(r.scope) || r.scope == 'Namespaced')",message="an AdmissionPolicy only matches namespaced resources: rules[].scope must be Namespaced or left out (Cluster and * are for a ClusterAdmissionPolicy)"
 	Spec   PolicySpec   `json:"spec"`
 	Status PolicyStatus `json:"status,omitempty"`
 }
