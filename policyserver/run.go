@@ -2,11 +2,9 @@ package policyserver
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"time"
@@ -32,6 +30,11 @@ type Options struct {
 	// Workers bounds evaluations at once (default GOMAXPROCS); MaxQueue bounds the requests
 	// waiting for a worker (default 64 per worker) before the server answers 429.
 	Workers, MaxQueue int
+	// PolicyWorkers bounds the workers one policy holds at once (default Workers-1, at least 1),
+	// so a slow policy always leaves the others a worker; PolicyQueue bounds the requests of
+	// one policy waiting behind those (default 16 per worker), beyond which its requests are
+	// answered 429 at once.
+	PolicyWorkers, PolicyQueue int
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
 	// Host serves waPC policies' host capabilities (package capabilities: Kubernetes lookups,
@@ -53,6 +56,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = 64 * o.Workers
+	}
+	if o.PolicyWorkers <= 0 || o.PolicyWorkers > o.Workers {
+		o.PolicyWorkers = max(1, o.Workers-1)
+	}
+	if o.PolicyQueue <= 0 {
+		o.PolicyQueue = 16 * o.Workers
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -76,7 +85,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newServer(e, m, opts.Workers, opts.MaxQueue, opts.Logger), nil
+	return newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger), nil
 }
 
 // Close unloads every policy and stops the engine.
@@ -123,14 +132,7 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("policy server: listen: %w", err)
 		}
 	}
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		TLSConfig:         &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		// kube-apiserver gives a webhook at most 30s.
-		WriteTimeout: 35 * time.Second,
-		IdleTimeout:  2 * time.Minute,
-	}
+	srv := admissionServer(s.Handler(), certs)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	opts.Logger.Info("policy server listening", "addr", ln.Addr().String(), "policies", len(s.Loaded()))
