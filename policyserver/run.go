@@ -19,6 +19,10 @@ type Options struct {
 	// Addr is the HTTPS listen address (default ":8443"); Listener, when set, is used instead.
 	Addr     string
 	Listener net.Listener
+	// MetricsAddr is the plain-HTTP address serving /metrics (empty: none); MetricsListener,
+	// when set, is used instead. Metrics are never served on the admission listener.
+	MetricsAddr     string
+	MetricsListener net.Listener
 	// CertFile and KeyFile are the serving certificate, reloaded when they change.
 	CertFile, KeyFile string
 	// PoliciesFile is the policies configuration (see Config); it is re-read every
@@ -125,6 +129,11 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	s.ready.Store(true) // with no file, nothing to wait for
+	go func() {
+		if err := ServeMetrics(ctx, opts, s.MetricsHandler()); err != nil {
+			opts.Logger.Error(err, "metrics listener stopped; admission keeps serving")
+		}
+	}()
 
 	ln := opts.Listener
 	if ln == nil {

@@ -42,6 +42,34 @@ func ServeTLS(ctx context.Context, opts Options, h http.Handler) error {
 	return srv.Shutdown(shutdown)
 }
 
+// ServeMetrics serves h over plain HTTP on opts.MetricsListener (or opts.MetricsAddr) until
+// ctx is done; with neither it returns at once. Its port is the one the NetworkPolicy opens to
+// the cluster's pods only.
+func ServeMetrics(ctx context.Context, opts Options, h http.Handler) error {
+	ln := opts.MetricsListener
+	if ln == nil {
+		if opts.MetricsAddr == "" {
+			return nil
+		}
+		var err error
+		if ln, err = net.Listen("tcp", opts.MetricsAddr); err != nil {
+			return fmt.Errorf("metrics: listen: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
 // admissionServer is the HTTPS server kube-apiserver calls. Every phase of a connection is
 // bounded, so a client that opens connections and sends slowly cannot hold goroutines and
 // memory: kube-apiserver gives a webhook at most 30s, so a request not read within that is

@@ -58,8 +58,17 @@ type Server struct {
 // Engine returns the server's evaluation engine.
 func (s *Server) Engine() *engine.Engine { return s.engine }
 
-// Handler serves /validate, /audit, /readyz, /livez and /metrics.
+// Handler serves /validate, /audit, /readyz and /livez: what kube-apiserver and the kubelet
+// call on the admission port.
 func (s *Server) Handler() http.Handler { return s.mux }
+
+// MetricsHandler serves /metrics, on a listener of its own (see ServeMetrics): the admission
+// port is open to any source, since the apiserver's address cannot be known in general.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	return mux
+}
 
 // concurrency sizes the server's workers and queue and each policy's share of them.
 type concurrency struct {
@@ -85,7 +94,6 @@ func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Se
 	mux.HandleFunc("POST /audit/{policy}/{generation}", s.serveAdmission(true))
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	s.mux = mux
 	return s
 }

@@ -117,7 +117,9 @@ func (p *LocalPolicyServer) run(n int) error {
 			"--kubeconfig", p.cluster.Kubeconfig, "--policy-server", "default", "--namespace", admissionpolicy.DefaultNamespace,
 			"--replica", strconv.Itoa(i), "--shared-cache", filepath.Join(p.dir, "shared-cache"),
 			"--cache-dir", filepath.Join(p.dir, "private-"+strconv.Itoa(i)),
-			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile)
+			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile,
+			// Replicas share this host: each takes a free port for metrics rather than :9090.
+			"--metrics-addr", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -128,7 +129,7 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name)}
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&kubewardenv1.PolicyServer{})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubewardenv1.PolicyServer{}, handler.OnlyControllerOwner())
-	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}} {
 		b = b.WatchesRawSource(source.Kind[client.Object](nsCache, obj, owner))
 	}
 	b = r.watchRBACInputs(b, nsCache, clusterCache, owner)
