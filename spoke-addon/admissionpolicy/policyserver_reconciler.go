@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,7 @@ type policyServerReconciler struct {
 	namespace     string
 	clock         clock.PassiveClock
 	recorder      events.EventRecorder
+	rotation      servingRotation
 }
 
 func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -63,6 +65,12 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
 		Message: fmt.Sprintf("StatefulSet %s/%s, its Services, cache claim and Secrets are in place", r.namespace, serverObjectName(ps.Name))}
 	err := r.apply(ctx, ps)
+	if err == nil {
+		var renew time.Duration
+		if renew, err = r.rotation.rotate(ctx, ps, r.namespace); err == nil && (requeue == 0 || renew < requeue) {
+			requeue = renew
+		}
+	}
 	if err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ApplyFailed", err.Error()
 		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "ApplyFailed", "Deploy", "%s", err.Error())
