@@ -93,7 +93,7 @@ func TestContextAware(t *testing.T) {
 		}
 	})
 	t.Run("HostCalls_AreCountedByCapabilityAndOutcome", func(t *testing.T) {
-		metrics := ts.get(t, "/metrics")
+		metrics := ts.metricsText(t)
 		for _, want := range []string{
 			`regent_policyserver_host_calls_total{capability="kubewarden/kubernetes/get_resource",outcome="ok"}`,
 			`regent_policyserver_host_calls_total{capability="kubewarden/kubernetes/get_resource",outcome="not_allowed"} 1`,

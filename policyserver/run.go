@@ -2,11 +2,9 @@ package policyserver
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"time"
@@ -21,6 +19,10 @@ type Options struct {
 	// Addr is the HTTPS listen address (default ":8443"); Listener, when set, is used instead.
 	Addr     string
 	Listener net.Listener
+	// MetricsAddr is the plain-HTTP address serving /metrics (empty: none); MetricsListener,
+	// when set, is used instead. Metrics are never served on the admission listener.
+	MetricsAddr     string
+	MetricsListener net.Listener
 	// CertFile and KeyFile are the serving certificate, reloaded when they change.
 	CertFile, KeyFile string
 	// PoliciesFile is the policies configuration (see Config); it is re-read every
@@ -32,6 +34,11 @@ type Options struct {
 	// Workers bounds evaluations at once (default GOMAXPROCS); MaxQueue bounds the requests
 	// waiting for a worker (default 64 per worker) before the server answers 429.
 	Workers, MaxQueue int
+	// PolicyWorkers bounds the workers one policy holds at once (default Workers-1, at least 1),
+	// so a slow policy always leaves the others a worker; PolicyQueue bounds the requests of
+	// one policy waiting behind those (default 16 per worker), beyond which its requests are
+	// answered 429 at once.
+	PolicyWorkers, PolicyQueue int
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
 	// Host serves waPC policies' host capabilities (package capabilities: Kubernetes lookups,
@@ -53,6 +60,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = 64 * o.Workers
+	}
+	if o.PolicyWorkers <= 0 || o.PolicyWorkers > o.Workers {
+		o.PolicyWorkers = max(1, o.Workers-1)
+	}
+	if o.PolicyQueue <= 0 {
+		o.PolicyQueue = 16 * o.Workers
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -77,7 +90,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newServer(e, m, opts.Workers, opts.MaxQueue, opts.Logger), nil
+	return newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger), nil
 }
 
 // Close unloads every policy and stops the engine.
@@ -117,6 +130,11 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	s.ready.Store(true) // with no file, nothing to wait for
+	go func() {
+		if err := ServeMetrics(ctx, opts, s.MetricsHandler()); err != nil {
+			opts.Logger.Error(err, "metrics listener stopped; admission keeps serving")
+		}
+	}()
 
 	ln := opts.Listener
 	if ln == nil {
@@ -124,14 +142,7 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("policy server: listen: %w", err)
 		}
 	}
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		TLSConfig:         &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		// kube-apiserver gives a webhook at most 30s.
-		WriteTimeout: 35 * time.Second,
-		IdleTimeout:  2 * time.Minute,
-	}
+	srv := admissionServer(s.Handler(), certs)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	opts.Logger.Info("policy server listening", "addr", ln.Addr().String(), "policies", len(s.Loaded()))

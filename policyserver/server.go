@@ -30,6 +30,7 @@ type servedPolicy struct {
 	name        string
 	mode        PolicyMode
 	fingerprint string
+	limiter     *policyLimiter
 }
 
 // Server answers admission requests for the policies in its registry.
@@ -45,6 +46,8 @@ type Server struct {
 	workers  chan struct{}
 	waiting  atomic.Int64
 	maxQueue int64
+	// policyWorkers and policyQueue size each loaded policy's share (see policyLimiter).
+	policyWorkers, policyQueue int
 
 	ready atomic.Bool
 
@@ -55,18 +58,34 @@ type Server struct {
 // Engine returns the server's evaluation engine.
 func (s *Server) Engine() *engine.Engine { return s.engine }
 
-// Handler serves /validate, /audit, /readyz, /livez and /metrics.
+// Handler serves /validate, /audit, /readyz and /livez: what kube-apiserver and the kubelet
+// call on the admission port.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-func newServer(e *engine.Engine, m *metrics, workers, maxQueue int, log logr.Logger) *Server {
+// MetricsHandler serves /metrics, on a listener of its own (see ServeMetrics): the admission
+// port is open to any source, since the apiserver's address cannot be known in general.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// concurrency sizes the server's workers and queue and each policy's share of them.
+type concurrency struct {
+	workers, maxQueue, policyWorkers, policyQueue int
+}
+
+func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Server {
 	s := &Server{
-		engine:      e,
-		policies:    registry.New[*servedPolicy](),
-		metrics:     m,
-		log:         log,
-		workers:     make(chan struct{}, workers),
-		maxQueue:    int64(maxQueue),
-		generations: map[string]int64{},
+		engine:        e,
+		policies:      registry.New[*servedPolicy](),
+		metrics:       m,
+		log:           log,
+		workers:       make(chan struct{}, c.workers),
+		maxQueue:      int64(c.maxQueue),
+		policyWorkers: c.policyWorkers,
+		policyQueue:   c.policyQueue,
+		generations:   map[string]int64{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /validate/{policy}", s.serveAdmission(false))
@@ -75,7 +94,6 @@ func newServer(e *engine.Engine, m *metrics, workers, maxQueue int, log logr.Log
 	mux.HandleFunc("POST /audit/{policy}/{generation}", s.serveAdmission(true))
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	s.mux = mux
 	return s
 }
@@ -103,6 +121,37 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 				return
 			}
 		}
+		p, key, release, ok := s.policies.Acquire(name, generation)
+		if !ok {
+			s.metrics.rejected.WithLabelValues("unknown_policy").Inc()
+			what := "policy " + strconv.Quote(name)
+			if generation != 0 {
+				what += " generation " + strconv.FormatInt(generation, 10)
+			}
+			http.Error(w, what+" is not loaded", http.StatusNotFound)
+			return
+		}
+		defer release()
+		// The policy's share first, then a worker: a request waiting for either holds only its
+		// headers, never its body (up to maxReviewBytes each).
+		if !p.limiter.enter(r.Context()) {
+			s.metrics.rejected.WithLabelValues("policy_saturated").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("policy %s is saturated: %d evaluations running or waiting, its share of the server", key.Name, p.limiter.max), http.StatusTooManyRequests)
+			return
+		}
+		leave := sync.OnceFunc(p.limiter.leave)
+		defer leave()
+		if !s.enterWorker(r.Context()) {
+			s.metrics.rejected.WithLabelValues("overloaded").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "policy server overloaded: too many requests waiting", http.StatusTooManyRequests)
+			return
+		}
+		// Released as soon as the evaluation ends, not after the answer is written to a
+		// possibly slow connection.
+		done := sync.OnceFunc(func() { <-s.workers; leave() })
+		defer done()
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
 		if err != nil {
 			s.metrics.rejected.WithLabelValues("bad_request").Inc()
@@ -115,25 +164,8 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		p, key, release, ok := s.policies.Acquire(name, generation)
-		if !ok {
-			s.metrics.rejected.WithLabelValues("unknown_policy").Inc()
-			what := "policy " + strconv.Quote(name)
-			if generation != 0 {
-				what += " generation " + strconv.FormatInt(generation, 10)
-			}
-			http.Error(w, what+" is not loaded", http.StatusNotFound)
-			return
-		}
-		defer release()
-		if !s.enterWorker(r.Context()) {
-			s.metrics.rejected.WithLabelValues("overloaded").Inc()
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "policy server overloaded: too many requests waiting", http.StatusTooManyRequests)
-			return
-		}
 		resp := s.evaluate(r.Context(), p, key, audit, rev.Request, meta)
-		<-s.workers
+		done()
 		out, err := encodeReview(rev.APIVersion, resp)
 		if err != nil {
 			http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)

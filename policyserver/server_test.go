@@ -3,6 +3,7 @@ package policyserver
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -81,7 +82,7 @@ latest:
 	if _, resp, raw := ts.post(t, "/audit/latest", bad); resp.Allowed || message(resp) != "container web has no tag, which means :latest" {
 		t.Fatalf("audit must report the denial, got %s", raw)
 	}
-	metrics := ts.get(t, "/metrics")
+	metrics := ts.metricsText(t)
 	for _, want := range []string{
 		`regent_policy_evaluations_total{mode="monitor",outcome="rejected",policy="latest"} 1`,
 		`regent_policy_evaluations_total{mode="audit",outcome="rejected",policy="latest"} 1`,
@@ -159,4 +160,15 @@ func (ts *testServer) get(t *testing.T, path string) string {
 		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// metricsText is what the server's metrics listener serves.
+func (ts *testServer) metricsText(t *testing.T) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	ts.MetricsHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", w.Code, w.Body)
+	}
+	return w.Body.String()
 }

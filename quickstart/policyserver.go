@@ -120,7 +120,9 @@ func (p *LocalPolicyServer) run(n int) error {
 			// The quickstart runs on the developer's own machine, whose files are the
 			// developer's: policies may name any of them, explicitly allowed here.
 			"--pull-file-root", "/",
-			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile)
+			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile,
+			// Replicas share this host: each takes a free port for metrics rather than :9090.
+			"--metrics-addr", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}

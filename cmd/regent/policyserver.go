@@ -68,12 +68,15 @@ func newPolicyServerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Addr, "addr", ":8443", "HTTPS listen address")
+	f.StringVar(&opts.Addr, "addr", ":8443", "HTTPS listen address (admission, /readyz, /livez)")
+	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "plain-HTTP listen address of /metrics, never served on --addr (empty: off)")
 	f.StringVar(&opts.CertFile, "cert-file", "", "serving certificate (reloaded when it changes)")
 	f.StringVar(&opts.KeyFile, "key-file", "", "serving key")
 	f.StringVar(&opts.PoliciesFile, "policies", "", "policies configuration file (applied live when it changes); not with --lifecycle")
 	f.StringVar(&opts.CacheDir, "cache-dir", "", "compilation cache folder, kept across restarts (with --lifecycle: the replica's private cache)")
 	f.IntVar(&opts.Workers, "workers", 0, "evaluations at once (default: cores)")
+	f.IntVar(&opts.PolicyWorkers, "policy-workers", 0, "evaluations of one policy at once (default: workers-1, at least 1), so a slow policy leaves the others a worker")
+	f.IntVar(&opts.PolicyQueue, "policy-queue", 0, "requests of one policy waiting for its share before it answers 429 (default: 16 per worker)")
 	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig: the cluster context-aware policies read and, with --lifecycle, the one holding the revisions\n"+
 		"(default: $KUBECONFIG, ~/.kube/config, in-cluster; without --lifecycle, finding none only makes policies' lookups fail)")

@@ -44,8 +44,21 @@ type replica struct {
 	files  *privateFiles
 	swept  bool
 
-	ready   atomic.Bool
-	waiting atomic.Value // []string: the revisions not loaded yet, for /readyz
+	// ready is set by each sync: after the first one every wanted revision has been tried, and
+	// the replica is ready while every revision a webhook calls is loaded.
+	ready     atomic.Bool
+	readiness atomic.Value // readiness, for /readyz
+}
+
+// readiness is what /readyz says beyond its status code.
+type readiness struct {
+	// waiting are the serving revisions (the ones the webhooks call) not loaded: they make the
+	// replica unready, since it would answer 404 for what the apiserver sends it.
+	waiting []string
+	// failing are newer (or not yet serving) revisions not loaded: each has a Ready=False
+	// condition saying why, and none of them holds readiness back while the generation the
+	// webhook calls is served.
+	failing []string
 }
 
 // served is what the replica reported for a loaded revision.
@@ -122,13 +135,18 @@ func (r *replica) sync(ctx context.Context) error {
 		}
 		r.swept = true
 	}
-	var waiting []string
+	var waiting, failing []string
 	for _, k := range keys {
-		if _, ok := r.loaded[k]; !ok {
+		if _, ok := r.loaded[k]; ok {
+			continue
+		}
+		if want[k].Labels[kubewardenv1.ServingLabel] == "true" {
 			waiting = append(waiting, fmt.Sprintf("%s/%d", k.Name, k.Generation))
+		} else {
+			failing = append(failing, fmt.Sprintf("%s/%d", k.Name, k.Generation))
 		}
 	}
-	r.waiting.Store(waiting)
+	r.readiness.Store(readiness{waiting: waiting, failing: failing})
 	r.ready.Store(len(waiting) == 0)
 	return nil
 }
@@ -233,17 +251,28 @@ func writeModule(path string, wasm []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// serveReady answers /readyz: ready once every enabled, Initialized revision is loaded, which
-// is every generation a webhook can point at.
+// serveReady answers /readyz: ready once every enabled, Initialized revision has been tried
+// and every one the webhooks call (labelled kubewarden.ServingLabel) is loaded. A revision no
+// webhook calls never makes the replica unready, even while no generation of its policy serves:
+// nothing sends it traffic, and the controller moves a webhook to it only once every live
+// replica reports it Ready. Readiness failing for it would take the replica out of the Service
+// for every other policy — with failurePolicy Fail, denying the cluster's writes.
 func (r *replica) serveReady(w http.ResponseWriter, _ *http.Request) {
+	st, _ := r.readiness.Load().(readiness)
 	if !r.ready.Load() {
-		waiting, _ := r.waiting.Load().([]string)
-		http.Error(w, fmt.Sprintf("revisions not loaded yet: %v", waiting), http.StatusServiceUnavailable)
+		if st.waiting == nil {
+			http.Error(w, "revisions not read yet", http.StatusServiceUnavailable)
+			return
+		}
+		http.Error(w, fmt.Sprintf("revisions the webhooks call are not loaded: %v", st.waiting), http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = io.WriteString(w, "ok\n")
 	for _, k := range r.server.Loaded() {
 		fmt.Fprintf(w, "%s/%d\n", k.Name, k.Generation)
+	}
+	for _, f := range st.failing {
+		fmt.Fprintf(w, "not loaded (see its Ready condition): %s\n", f)
 	}
 }
 

@@ -232,6 +232,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	wg.Go(func() { renewReplicaLease(ctx, opts, kube) })
+	wg.Go(func() {
+		if err := policyserver.ServeMetrics(ctx, opts.Server, server.MetricsHandler()); err != nil {
+			opts.Logger.Error(err, "metrics listener stopped; admission keeps serving")
+		}
+	})
 	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
 	wg.Go(func() {
 		err := elect(ctx, opts, kube, func(ctx context.Context) {

@@ -18,12 +18,12 @@ const (
 	caKeyKey      = "ca.key"
 	signerCertKey = "signer.crt"
 	signerKeyKey  = "signer.key"
-	tlsCertKey    = "tls.crt"
-	tlsKeyKey     = "tls.key"
 )
 
-// certValidity is long because nothing rotates these certificates yet; rotation is a reissue of
-// the CA Secret's dependents.
+// certValidity is the life of the internal CA and the cache signer it issues. Only those use
+// it: the serving certificate has a CA of its own, rotated by sdk-go's certrotation
+// (serving_rotation.go). Rotating the signer is the cache signing scheme's concern: replicas
+// verify cache entries against this CA.
 const certValidity = 10 * 365 * 24 * time.Hour
 
 // keyPair is a certificate and its key, PEM encoded.
@@ -51,17 +51,6 @@ func newSigner(ps string, ca keyPair, now time.Time) (keyPair, error) {
 		Subject:     pkix.Name{CommonName: "regent-policy-server-" + ps + " cache signer"},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
-	}, &ca, now)
-}
-
-// newServing issues the policy server's serving certificate for the names the apiserver uses to
-// reach its Service.
-func newServing(dnsNames []string, ca keyPair, now time.Time) (keyPair, error) {
-	return issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:    dnsNames,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, &ca, now)
 }
 

@@ -123,6 +123,9 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 			r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "WebhookSwitched", "Serve",
 				"the webhook configuration now calls generation %d on every replica", d.Serving)
 		}
+		if err := r.labelServing(ctx, revs, d.Serving); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if conflict != nil {
 		// Every reconcile of a blocked policy comes here; say it once per new answer.

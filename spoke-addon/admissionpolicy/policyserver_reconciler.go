@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,8 +34,8 @@ func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache
 // cacheSize is what the module cache claims; precompiled modules are a few MB each.
 var cacheSize = resource.MustParse("1Gi")
 
-// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, cache claim,
-// Secrets, ServiceAccount and RBAC, all owned by it so deleting it removes them.
+// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, NetworkPolicy,
+// cache claim, Secrets, ServiceAccount and RBAC, all owned by it so deleting it removes them.
 type policyServerReconciler struct {
 	client        client.Client
 	reader        client.Reader // the manager's cache: policies, PolicyServers
@@ -43,6 +45,7 @@ type policyServerReconciler struct {
 	namespace     string
 	clock         clock.PassiveClock
 	recorder      events.EventRecorder
+	rotation      servingRotation
 }
 
 func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -62,6 +65,12 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
 		Message: fmt.Sprintf("StatefulSet %s/%s, its Services, cache claim and Secrets are in place", r.namespace, serverObjectName(ps.Name))}
 	err := r.apply(ctx, ps)
+	if err == nil {
+		var renew time.Duration
+		if renew, err = r.rotation.rotate(ctx, ps, r.namespace); err == nil && (requeue == 0 || renew < requeue) {
+			requeue = renew
+		}
+	}
 	if err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ApplyFailed", err.Error()
 		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "ApplyFailed", "Deploy", "%s", err.Error())
@@ -90,10 +99,17 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	name := serverObjectName(ps.Name)
 	selector := map[string]string{"app.kubernetes.io/name": "regent-policy-server", kubewardenv1.PolicyServerLabel: ps.Name}
 	port := corev1.ServicePort{Name: "https", Port: ServicePort, TargetPort: intstr.FromInt32(ServicePort), Protocol: corev1.ProtocolTCP}
+	metricsPort := corev1.ServicePort{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP}
 
+	// The NetworkPolicy first, so no pod of the StatefulSet runs unprotected.
+	if err := r.ensure(ctx, ps, &networkingv1.NetworkPolicy{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
+		o.(*networkingv1.NetworkPolicy).Spec = networkPolicyOf(ps, selector)
+	}); err != nil {
+		return err
+	}
 	if err := r.ensure(ctx, ps, &corev1.Service{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
 		s := o.(*corev1.Service)
-		s.Spec.Selector, s.Spec.Ports = selector, []corev1.ServicePort{port}
+		s.Spec.Selector, s.Spec.Ports = selector, []corev1.ServicePort{port, metricsPort}
 	}); err != nil {
 		return err
 	}
@@ -140,10 +156,16 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 				Args: []string{"policy-server", "--lifecycle",
 					"--policy-server=" + ps.Name, "--namespace=" + namespace,
 					"--replica-from-hostname", "--shared-cache=/cache",
-					fmt.Sprintf("--addr=:%d", ServicePort), "--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
-				Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP}},
-				// Ready once every enabled, initialized revision is loaded, so the Service only sends
-				// requests to a replica that can answer for every generation a webhook names.
+					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-addr=:%d", MetricsPort),
+					"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
+				Ports: []corev1.ContainerPort{
+					{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+				},
+				Resources: podResources(ps),
+				// Ready once every revision a webhook calls is loaded (a newer one that fails is a
+				// condition on its revision, never unreadiness), so the Service only sends requests
+				// to a replica that can answer for every generation a webhook names.
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 					Path: "/readyz", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}},
 				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{

@@ -80,13 +80,19 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 		}
 	}
 	verify("signer.crt", signing.Data["signer.crt"], x509.ExtKeyUsageCodeSigning)
+	bundle := &corev1.ConfigMap{}
+	eventually(t, "CA bundle", func() bool { return get(bundle, "regent-policy-server-default-ca-bundle") })
+	roots = x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(bundle.Data["ca-bundle.crt"])) {
+		t.Fatal("the CA bundle is not PEM")
+	}
 	verify("tls.crt", serving.Data["tls.crt"], x509.ExtKeyUsageServerAuth)
 	key := &corev1.Secret{}
 	eventually(t, "signing key Secret", func() bool { return get(key, "regent-policy-server-default-signing-key") })
 	if len(key.Data["signer.key"]) == 0 || signing.Data["signer.key"] != nil || signing.Type != corev1.SecretTypeOpaque {
 		t.Errorf("signing Secrets: type %s, keys %d, the key's %d: want the key apart", signing.Type, len(signing.Data), len(key.Data))
 	}
-	for _, o := range []client.Object{sts, svc, headless, pvc, signing, serving} {
+	for _, o := range []client.Object{sts, svc, headless, pvc, signing, serving, bundle} {
 		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != ps.UID {
 			t.Errorf("%T %s owners = %v, want the PolicyServer", o, o.GetName(), refs)
 		}
@@ -103,8 +109,8 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 	})
 	cc := w.Webhooks[0].ClientConfig
 	if cc.Service == nil || cc.Service.Name != "regent-policy-server-default" || cc.Service.Namespace != testNamespace ||
-		*cc.Service.Path != "/validate/clusterwide-in-cluster/1" || !bytes.Equal(cc.CABundle, serving.Data["ca.crt"]) {
-		t.Errorf("client config = %+v, want the Service with the serving Secret's CA", cc)
+		*cc.Service.Path != "/validate/clusterwide-in-cluster/1" || !bytes.Equal(cc.CABundle, []byte(bundle.Data["ca-bundle.crt"])) {
+		t.Errorf("client config = %+v, want the Service with the serving CA bundle", cc)
 	}
 
 	update(t, c, ps, func() { ps.Spec.Replicas = 2 })

@@ -13,10 +13,11 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
 
-// applySecrets keeps a policy server's internal CA (never mounted), the signing Secrets its
+// applySecrets keeps a policy server's internal CA (never mounted) and the signing Secrets its
 // leader signs cache files with (ca.crt and signer.crt for every replica, signer.key apart for
-// the leader identity alone — the contract with the policy server) and its serving certificate. Each is created once; a lost CA reissues both others, since
-// they would no longer verify.
+// the leader identity alone — the contract with the policy server). Each is created once; a lost
+// CA reissues the signer, which would no longer verify. The serving certificate has a CA of its
+// own and rotates (servingRotation).
 func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
 	now := r.clock.Now()
 	caSecret := &corev1.Secret{}
@@ -57,19 +58,6 @@ func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewarde
 			return err
 		}
 	}
-	if fresh || r.missing(ctx, servingSecretName(ps.Name)) {
-		svc := serverObjectName(ps.Name)
-		serving, err := newServing([]string{
-			svc + "." + r.namespace + ".svc", svc, svc + "." + r.namespace, svc + "." + r.namespace + ".svc.cluster.local",
-		}, ca, now)
-		if err != nil {
-			return fmt.Errorf("issue serving certificate: %w", err)
-		}
-		if err := r.createSecret(ctx, ps, servingSecretName(ps.Name), corev1.SecretTypeTLS,
-			map[string][]byte{caCertKey: ca.cert, tlsCertKey: serving.cert, tlsKeyKey: serving.key}, fresh); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -100,14 +88,15 @@ func (r *policyServerReconciler) createSecret(ctx context.Context, ps *kubewarde
 	return nil
 }
 
-// servingCA is the CA of a policy server's serving certificate: the webhook's caBundle.
+// servingCA is the bundle of CAs the policy server's serving certificates chain to — the
+// current one and any older one not yet expired: the webhooks' caBundle.
 func servingCA(ctx context.Context, reader client.Reader, namespace, ps string) ([]byte, error) {
-	s := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: servingSecretName(ps)}, s); err != nil {
-		return nil, fmt.Errorf("serving Secret %s/%s (is PolicyServer %s created?): %w", namespace, servingSecretName(ps), ps, err)
+	cm := &corev1.ConfigMap{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: caBundleName(ps)}, cm); err != nil {
+		return nil, fmt.Errorf("CA bundle %s/%s (is PolicyServer %s created?): %w", namespace, caBundleName(ps), ps, err)
 	}
-	if len(s.Data[caCertKey]) == 0 {
-		return nil, fmt.Errorf("serving Secret %s/%s has no %s", namespace, servingSecretName(ps), caCertKey)
+	if len(cm.Data[caBundleKey]) == 0 {
+		return nil, fmt.Errorf("CA bundle %s/%s has no %s", namespace, caBundleName(ps), caBundleKey)
 	}
-	return s.Data[caCertKey], nil
+	return []byte(cm.Data[caBundleKey]), nil
 }

@@ -3,13 +3,16 @@ package admissionpolicy
 import (
 	"context"
 	"fmt"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -41,6 +44,14 @@ type Options struct {
 	// CABundle returns the CA the apiserver trusts for a policy server's serving certificate;
 	// when nil, the ca.crt of the serving Secret the controller issues.
 	CABundle func(ctx context.Context, policyServer string) ([]byte, error)
+	// ServingCAValidity and ServingCertValidity are the lifetimes of each policy server's
+	// serving CA and certificate, renewed at 80% of their life (DefaultServingCAValidity and
+	// DefaultServingCertValidity when zero); ServingHosts are names the certificate is valid
+	// for besides the Service's (a local fleet's "127.0.0.1", which WebhookURL calls);
+	// ServingCAPropagation is how long a new CA is in the webhooks' bundle before certificates it
+	// signs are served (DefaultServingCAPropagation when zero).
+	ServingCAValidity, ServingCertValidity, ServingCAPropagation time.Duration
+	ServingHosts                                                 []string
 	// Clock tells whether Leases are current and stamps conditions; the real clock when nil.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles per controller; 2 when zero.
@@ -63,6 +74,15 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.MaxConcurrentReconciles == 0 {
 		opts.MaxConcurrentReconciles = 2
+	}
+	if opts.ServingCAValidity == 0 {
+		opts.ServingCAValidity = DefaultServingCAValidity
+	}
+	if opts.ServingCertValidity == 0 {
+		opts.ServingCertValidity = DefaultServingCertValidity
+	}
+	if opts.ServingCAPropagation == 0 {
+		opts.ServingCAPropagation = DefaultServingCAPropagation
 	}
 	nsCache, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -110,6 +130,8 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 		WatchesMetadata(&admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.EnqueueRequestsFromMapFunc(r.onWebhook)).
 		WatchesMetadata(&admissionregistrationv1.MutatingWebhookConfiguration{}, handler.EnqueueRequestsFromMapFunc(r.onWebhook)).
 		Watches(&kubewardenv1.PolicyServer{}, handler.EnqueueRequestsFromMapFunc(r.onPolicyServer)).
+		// A rotated serving CA changes the bundle every webhook of the policy server carries.
+		WatchesRawSource(source.Kind[client.Object](nsCache, &corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.onCABundle))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(r)
 	if err != nil {
@@ -124,11 +146,17 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 	if err != nil {
 		return err
 	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
 	r := &policyServerReconciler{client: mgr.GetClient(), reader: mgr.GetCache(), nsReader: nsCache, clusterReader: clusterCache,
-		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name)}
+		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name),
+		rotation: servingRotation{kube: kube, reader: mgr.GetAPIReader(), caValidity: opts.ServingCAValidity,
+			validity: opts.ServingCertValidity, propagation: opts.ServingCAPropagation, extraHosts: opts.ServingHosts}}
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&kubewardenv1.PolicyServer{})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubewardenv1.PolicyServer{}, handler.OnlyControllerOwner())
-	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}} {
 		b = b.WatchesRawSource(source.Kind[client.Object](nsCache, obj, owner))
 	}
 	b = r.watchRBACInputs(b, nsCache, clusterCache, owner)
@@ -198,6 +226,15 @@ func (r *policyReconciler) onLease(ctx context.Context, o client.Object) []recon
 // onPolicyServer wakes its policies: the kept count may have changed.
 func (r *policyReconciler) onPolicyServer(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.policiesOf(ctx, o.GetName())
+}
+
+// onCABundle wakes the policies of the policy server whose CA bundle changed.
+func (r *policyReconciler) onCABundle(ctx context.Context, o client.Object) []reconcile.Request {
+	ps, ok := o.GetLabels()[kubewardenv1.PolicyServerLabel]
+	if !ok || o.GetName() != caBundleName(ps) {
+		return nil
+	}
+	return r.policiesOf(ctx, ps)
 }
 
 func (r *policyReconciler) policiesOf(ctx context.Context, ps string) []reconcile.Request {

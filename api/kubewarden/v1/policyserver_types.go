@@ -1,6 +1,7 @@
 package v1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,6 +26,16 @@ type PolicyServerSpec struct {
 	// CacheStorageClassName provisions the shared, ReadWriteMany module cache.
 	// +optional
 	CacheStorageClassName *string `json:"cacheStorageClassName,omitempty"`
+	// Limits caps the policy server container's compute resources, as in Kubewarden. A
+	// resource named in neither limits nor requests gets Regent's default (cpu 2, memory
+	// 1Gi); one with only a request here gets no default limit below that request.
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// Requests reserves the policy server container's compute resources, as in Kubewarden. A
+	// resource named in neither requests nor limits gets Regent's default (cpu 250m, memory
+	// 256Mi); one with only a limit here requests that limit (Kubernetes' own defaulting).
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
 
 // PolicyServerStatus is what the controller observed.
