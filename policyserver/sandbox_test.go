@@ -47,9 +47,9 @@ flood:
 	if _, resp, raw := ts.post(t, "/validate/flood", req); !resp.Allowed {
 		t.Fatalf("dropped log lines must not change the answer, got %s", raw)
 	}
-	metrics := ts.get(t, "/metrics")
+	metrics := ts.metricsText(t)
 	if !strings.Contains(metrics, `regent_policy_guest_log_lines_dropped_total{policy="flood"}`) {
-		t.Fatalf("/metrics does not count the dropped lines:\n%s", metrics)
+		t.Fatalf("the metrics listener does not count the dropped lines:\n%s", metrics)
 	}
 }
 
