@@ -61,6 +61,11 @@ func (c Cache) Open(key string, v *signing.Verifier, privateDir string) (Opened,
 	if !ok {
 		return Opened{}, fmt.Errorf("%w: no %s", ErrSignatureInvalid, ModuleFile)
 	}
+	// A signature proves who signed, not what: code swapped on the shared volume before the
+	// leader signed it carries a good signature. The key names the module, so hold it to that.
+	if Key(wasm) != key {
+		return Opened{}, fmt.Errorf("%w: %s is not the module %s names", ErrSignatureInvalid, ModuleFile, key)
+	}
 	for rel, b := range verified {
 		if rel == ModuleFile {
 			continue
