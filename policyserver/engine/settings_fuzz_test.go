@@ -82,8 +82,8 @@ func loadSettingsFixture(t testing.TB) settingsFixture {
 }
 
 // FuzzPolicySettings hands arbitrary settings to each runtime and checks:
-//   - settings that are not JSON are refused at load with ErrInvalidSettings, whatever the
-//     runtime, before any guest runs;
+//   - settings that are not JSON (which is UTF-8) are refused at load with ErrInvalidSettings,
+//     whatever the runtime, before any guest runs;
 //   - waPC: the guest's validate_settings answer arrives intact: the host returns a well-formed
 //     SettingsResponse (never an error) that agrees with the guest's own rules applied here;
 //   - OPA (settings are data) and Gatekeeper (settings are input.parameters): any JSON settings
@@ -124,7 +124,7 @@ func FuzzPolicySettings(f *testing.F) {
 			mode, module, entrypoint = ModeGatekeeper, fx.gatekeeper, fx.gkEntry
 		}
 		spec := Spec{Name: "fuzz", Module: module, ExecutionMode: mode, Entrypoint: entrypoint, Settings: settings}
-		if !json.Valid(spec.settings()) {
+		if !json.Valid(spec.settings()) || !utf8.Valid(spec.settings()) {
 			p, err := fx.engine.Load(ctx, spec)
 			if err == nil {
 				p.Close()
