@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"sigs.k8s.io/yaml"
 )
 
@@ -68,7 +69,7 @@ func ParseConstraintTemplate(doc []byte) (ConstraintTemplate, error) {
 	if rego == "" {
 		return ConstraintTemplate{}, errors.New("ConstraintTemplate has no Rego source")
 	}
-	pkg, err := regoPackage(rego)
+	pkgPath, err := regoPackage(rego)
 	if err != nil {
 		return ConstraintTemplate{}, err
 	}
@@ -79,16 +80,34 @@ func ParseConstraintTemplate(doc []byte) (ConstraintTemplate, error) {
 	return ConstraintTemplate{
 		Kind:       ct.Spec.CRD.Spec.Names.Kind,
 		Files:      files,
-		Entrypoint: strings.ReplaceAll(pkg, ".", "/") + "/violation",
+		Entrypoint: pkgPath + "/violation",
 	}, nil
 }
 
-// regoPackage finds the package clause; a full parse would need to know the Rego version first.
+// regoPackage returns the template's package path as an entrypoint names it ("a/b"). Which Rego
+// version the template is written in is only settled when it compiles, but a package clause
+// reads the same in both, so the first version that parses the module gives the path as OPA
+// reads it (package a["b"] is a/b). A module neither version parses keeps the first package
+// line: the compile that follows reports the syntax error better than this could.
 func regoPackage(src string) (string, error) {
+	for _, v := range []ast.RegoVersion{ast.RegoV0, ast.RegoV1} {
+		m, err := ast.ParseModuleWithOpts("template.rego", src, ast.ParserOptions{RegoVersion: v})
+		if err == nil && m != nil && m.Package != nil && len(m.Package.Path) > 1 {
+			parts := make([]string, 0, len(m.Package.Path)-1)
+			for _, term := range m.Package.Path[1:] {
+				s, ok := term.Value.(ast.String)
+				if !ok {
+					return "", fmt.Errorf("package %s: every part of a package path must be a name", m.Package.Path)
+				}
+				parts = append(parts, string(s))
+			}
+			return strings.Join(parts, "/"), nil
+		}
+	}
 	for line := range strings.Lines(src) {
 		fields := strings.Fields(line)
 		if len(fields) >= 2 && fields[0] == "package" {
-			return fields[1], nil
+			return strings.ReplaceAll(fields[1], ".", "/"), nil
 		}
 	}
 	return "", errors.New("Rego source has no package clause")

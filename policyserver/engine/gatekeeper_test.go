@@ -161,3 +161,19 @@ func checkAssertion(t *testing.T, name string, r Response, violations any, messa
 		t.Errorf("%s: accepted=%v with %d violations", name, r.Accepted, len(r.Violations))
 	}
 }
+
+// A package path may be written as a ref (package lib["x-y"]): the entrypoint must be where OPA
+// puts the rules, or the template never compiles.
+func TestGatekeeper_PackageWrittenAsRef_CompilesAtOPAsPath(t *testing.T) {
+	doc := "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nspec:\n  targets:\n  - rego: |\n      package k8s[\"required-labels\"] # a ref\n      violation[{\"msg\": \"m\"}] { input.review.object.kind == \"Pod\" }\n"
+	ct, err := ParseConstraintTemplate([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct.Entrypoint != "k8s/required-labels/violation" {
+		t.Errorf("entrypoint %q", ct.Entrypoint)
+	}
+	if _, err := CompileRego(context.Background(), ct.Files, ct.Entrypoint, true); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -34,8 +35,10 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 		return nil, errors.New("module is not WebAssembly (no \\0asm header)")
 	}
 	settings := spec.settings()
-	if !json.Valid(settings) {
-		return nil, settingsError{errors.New("settings are not valid JSON")}
+	// JSON is UTF-8 (RFC 8259), and OPA's parser holds policies to that: settings Go's decoder
+	// would take with invalid bytes would load and then fail every evaluation.
+	if !json.Valid(settings) || !utf8.Valid(settings) {
+		return nil, settingsError{errors.New("settings are not valid JSON (UTF-8)")}
 	}
 	p := &Policy{spec: spec, release: func() {}}
 	var create func(ctx context.Context) (instance, error)

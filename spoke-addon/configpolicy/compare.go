@@ -98,7 +98,8 @@ func indexOfMatch(item any, list []any, used []bool) int {
 
 // merge returns the value that makes existing satisfy template: with musthave, existing with the
 // template laid over it (maps merged, missing list items appended); with mustonlyhave, the
-// template itself. The result shares no maps or lists with its inputs.
+// template itself. Scalars that already satisfy the template are kept. The result shares no maps
+// or lists with its inputs.
 func merge(template, existing any, onlyHave bool) any {
 	switch t := template.(type) {
 	case map[string]any:
@@ -128,6 +129,13 @@ func merge(template, existing any, onlyHave bool) any {
 		}
 		return out
 	default:
+		// A value that already satisfies the template stays as it is (1024Mi for a template's
+		// 1Gi): equality here is not transitive (1 ~ "1" ~ "1.0", but 1 !~ "1.0"), so writing
+		// the template's spelling over it could break the match of another template item that
+		// found the same existing item.
+		if existing != nil && equalScalar(t, existing) {
+			return existing
+		}
 		return t
 	}
 }
