@@ -39,7 +39,7 @@ var fuzzPaths = []string{"/validate/latest", "/validate/default-team", "/audit/d
 
 var (
 	admissionOnce   sync.Once
-	admissionServer *Server
+	fuzzAdmissionServer *Server
 )
 
 // fuzzServer loads fuzzPolicies once per process: building and compiling them costs seconds, an
@@ -77,12 +77,12 @@ func fuzzServer(t *testing.T) *Server {
 		if err := s.Apply(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
-		admissionServer = s
+		fuzzAdmissionServer = s
 	})
-	if admissionServer == nil {
+	if fuzzAdmissionServer == nil {
 		t.Fatal("the fuzz server failed to start in an earlier input")
 	}
-	return admissionServer
+	return fuzzAdmissionServer
 }
 
 // FuzzAdmissionReview posts arbitrary bodies to the admission handler with loaded policies and
