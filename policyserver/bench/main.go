@@ -31,8 +31,9 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "measured time per run")
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured time before each run")
 	concurrencies := flag.String("c", "1,16", "concurrencies (connections) to measure")
+	policyWorkers := flag.Int("policy-workers", 0, "the policy server's --policy-workers (0: its default, workers-1)")
 	flag.Parse()
-	if err := bench(*opaBin, *duration, *warmup, *concurrencies); err != nil {
+	if err := bench(*opaBin, *duration, *warmup, *concurrencies, *policyWorkers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -47,6 +48,7 @@ func serve(args []string) error {
 	fs.StringVar(&o.KeyFile, "key", "", "key file")
 	fs.StringVar(&o.PoliciesFile, "policies", "", "policies file")
 	fs.StringVar(&o.CacheDir, "cache", "", "compilation cache directory")
+	fs.IntVar(&o.PolicyWorkers, "policy-workers", 0, "evaluations of one policy at once")
 	_ = fs.Parse(args)
 	o.ReloadInterval = -1
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -59,15 +61,18 @@ type workspace struct {
 	dir   string
 	certs selfsigned.Files
 	cache string
+	// policyWorkers is passed to the server: its default share leaves one worker to other
+	// policies, so a one-policy run measures less than the server's whole capacity.
+	policyWorkers int
 }
 
-func bench(opaBin string, duration, warmup time.Duration, concurrencies string) error {
+func bench(opaBin string, duration, warmup time.Duration, concurrencies string, policyWorkers int) error {
 	dir, err := os.MkdirTemp("", "regent-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ws := workspace{dir: dir, cache: filepath.Join(dir, "cache")}
+	ws := workspace{dir: dir, cache: filepath.Join(dir, "cache"), policyWorkers: policyWorkers}
 	if ws.certs, err = selfsigned.Write(dir, "127.0.0.1"); err != nil {
 		return err
 	}
@@ -189,7 +194,7 @@ func (ws workspace) startRegent(config string) (*process, error) {
 		return nil, err
 	}
 	return startProcess(ws.certs.CAPEM, addr, "/readyz", self, "serve", "-addr", addr, "-cert", ws.certs.CertFile,
-		"-key", ws.certs.KeyFile, "-policies", policies, "-cache", ws.cache)
+		"-key", ws.certs.KeyFile, "-policies", policies, "-cache", ws.cache, "-policy-workers", strconv.Itoa(ws.policyWorkers))
 }
 
 func (ws workspace) startOPA(bin string) (*process, error) {
