@@ -89,6 +89,13 @@ func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 	createNamespace(t, c, "nowrite")
 	a, b := createConfigMap(t, c, "nowrite", "a"), createConfigMap(t, c, "nowrite", "b")
 	record(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail")
+	var before reportsv1alpha1.ResourceReport
+	if err := c.Get(ctx(t), client.ObjectKey{Namespace: "nowrite", Name: string(a.UID)}, &before); err != nil {
+		t.Fatal(err)
+	}
+	if recordAt(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail", "1") {
+		t.Error("reports.Apply of the same results said it wrote")
+	}
 	// reconciled directly, without a manager, so the test knows exactly when merges happen; the
 	// apiserver keeps the resourceVersion on a no-op update, so the writes are counted too
 	writes := 0
@@ -135,10 +142,15 @@ func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 		t.Errorf("merging unchanged reports rewrote the Report: resourceVersion %s → %s, %d writes", first, again, writes)
 	}
 	// a new policy version with the same results changes the per-resource report, not the Report
-	recordAt(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail", "2")
+	if !recordAt(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail", "2") {
+		t.Error("reports.Apply of a new policy version said it did not write")
+	}
 	var rr reportsv1alpha1.ResourceReport
 	if err := c.Get(ctx(t), client.ObjectKey{Namespace: "nowrite", Name: string(a.UID)}, &rr); err != nil || rr.Labels["cpol.reports.regent.dev/p"] != "2" {
 		t.Fatalf("per-resource report not at policy version 2: %v %v", rr.Labels, err)
+	}
+	if rr.ResourceVersion == before.ResourceVersion {
+		t.Fatalf("per-resource report not rewritten at policy version 2")
 	}
 	if again := reconcileOnce(); again != first || writes != 1 {
 		t.Errorf("a report change that leaves the results alone rewrote the Report: %s → %s, %d writes", first, again, writes)

@@ -78,12 +78,14 @@ func record(t *testing.T, c client.Client, res reports.Resource, p reports.Polic
 }
 
 // recordAt is record for the policy at version.
-func recordAt(t *testing.T, c client.Client, res reports.Resource, p reports.PolicyRef, outcome openreportsv1alpha1.Result, version string) {
+func recordAt(t *testing.T, c client.Client, res reports.Resource, p reports.PolicyRef, outcome openreportsv1alpha1.Result, version string) (changed bool) {
 	t.Helper()
 	set := []reports.PolicyResults{{Policy: p, Version: version, Results: []openreportsv1alpha1.ReportResult{{Rule: "check", Result: outcome, Description: string(outcome) + " on " + res.Name}}}}
-	if _, err := reports.Apply(ctx(t), c, res, reportsv1alpha1.SourceBackground, set, nil); err != nil {
+	changed, err := reports.Apply(ctx(t), c, res, reportsv1alpha1.SourceBackground, set, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return changed
 }
 
 // startAggregator runs an aggregator with a short debounce until the test ends.
