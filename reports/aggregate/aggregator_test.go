@@ -21,41 +21,47 @@ import (
 
 func TestAggregator_MergesPerNamespaceAndPolicyWithSummaries(t *testing.T) {
 	c := newClient(t)
-	ns1, ns2 := createNamespace(t, c, "merge-1"), createNamespace(t, c, "merge-2")
-	a, b := createConfigMap(t, c, "merge-1", "a"), createConfigMap(t, c, "merge-1", "b")
-	cm := createConfigMap(t, c, "merge-2", "c")
+	ns1, ns2 := createNamespace(t, c, "merge"), createNamespace(t, c, "merge")
+	a, b := createConfigMap(t, c, ns1.Name, "a"), createConfigMap(t, c, ns1.Name, "b")
+	cm := createConfigMap(t, c, ns2.Name, "c")
+	// ClusterReports are shared by the package's tests: a policy name of this test's own
+	owner := "owner-" + ns1.Name
 	record(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("must-label"), "fail")
 	record(t, c, resourceOf(a, "v1", "ConfigMap"), nsPol("must-label"), "pass")
 	record(t, c, resourceOf(b, "v1", "ConfigMap"), clusterPol("must-label"), "pass")
 	record(t, c, resourceOf(cm, "v1", "ConfigMap"), clusterPol("must-label"), "warn")
 	// cluster-scoped resources aggregate into ClusterReports
-	record(t, c, resourceOf(ns1, "v1", "Namespace"), clusterPol("ns-owner"), "error")
-	record(t, c, resourceOf(ns2, "v1", "Namespace"), clusterPol("ns-owner"), "skip")
+	record(t, c, resourceOf(ns1, "v1", "Namespace"), clusterPol(owner), "error")
+	record(t, c, resourceOf(ns2, "v1", "Namespace"), clusterPol(owner), "skip")
 
 	startAggregator(t, aggregate.Shard{}, 0)
 
-	waitFor(t, c, "merge-1",
+	waitFor(t, c, ns1.Name,
 		summary{Name: "cpol-must-label", Summary: openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1},
 			Results: []string{"must-label/fail/a", "must-label/pass/b"}},
 		summary{Name: "pol-must-label", Summary: openreportsv1alpha1.ReportSummary{Pass: 1},
 			Results: []string{"must-label/pass/a"}})
-	waitFor(t, c, "merge-2",
+	waitFor(t, c, ns2.Name,
 		summary{Name: "cpol-must-label", Summary: openreportsv1alpha1.ReportSummary{Warn: 1}, Results: []string{"must-label/warn/c"}})
-	waitFor(t, c, "",
-		summary{Name: "cpol-ns-owner", Summary: openreportsv1alpha1.ReportSummary{Error: 1, Skip: 1},
-			Results: []string{"ns-owner/error/merge-1", "ns-owner/skip/merge-2"}})
+	// results are sorted by subject: here the generated namespace names
+	clusterResults := []string{owner + "/error/" + ns1.Name, owner + "/skip/" + ns2.Name}
+	if ns2.Name < ns1.Name {
+		clusterResults[0], clusterResults[1] = clusterResults[1], clusterResults[0]
+	}
+	waitForClusterReport(t, c,
+		summary{Name: "cpol-" + owner, Summary: openreportsv1alpha1.ReportSummary{Error: 1, Skip: 1}, Results: clusterResults})
 }
 
 func TestAggregator_DeletedResourceLosesItsReportAndItsResults(t *testing.T) {
 	c := newClient(t)
-	createNamespace(t, c, "gc")
-	a, b := createConfigMap(t, c, "gc", "a"), createConfigMap(t, c, "gc", "b")
+	ns := createNamespace(t, c, "gc").Name
+	a, b := createConfigMap(t, c, ns, "a"), createConfigMap(t, c, ns, "b")
 	record(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail")
 	record(t, c, resourceOf(b, "v1", "ConfigMap"), clusterPol("p"), "pass")
 
 	// the report is named by the resource's UID and owned by it
 	var rr reportsv1alpha1.ResourceReport
-	if err := c.Get(ctx(t), client.ObjectKey{Namespace: "gc", Name: string(a.UID)}, &rr); err != nil {
+	if err := c.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: string(a.UID)}, &rr); err != nil {
 		t.Fatalf("report of a by its UID: %v", err)
 	}
 	if len(rr.OwnerReferences) != 1 || rr.OwnerReferences[0].UID != a.UID {
@@ -63,7 +69,7 @@ func TestAggregator_DeletedResourceLosesItsReportAndItsResults(t *testing.T) {
 	}
 
 	startAggregator(t, aggregate.Shard{}, 0)
-	waitFor(t, c, "gc", summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1},
+	waitFor(t, c, ns, summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1},
 		Results: []string{"p/fail/a", "p/pass/b"}})
 
 	// kube-controller-manager's garbage collector deletes the report with the resource, and the
@@ -72,25 +78,25 @@ func TestAggregator_DeletedResourceLosesItsReportAndItsResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
-		err := c.Get(ctx(t), client.ObjectKey{Namespace: "gc", Name: string(a.UID)}, &reportsv1alpha1.ResourceReport{})
+		err := c.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: string(a.UID)}, &reportsv1alpha1.ResourceReport{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("report of deleted ConfigMap a still there (get: %v)", err)
 	})
-	waitFor(t, c, "gc", summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1}, Results: []string{"p/pass/b"}})
+	waitFor(t, c, ns, summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1}, Results: []string{"p/pass/b"}})
 
 	// with the last resource gone the Report should no longer exist, so it is deleted
 	if err := c.Delete(ctx(t), b); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, c, "gc")
+	waitFor(t, c, ns)
 }
 
 func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 	c := newClient(t)
-	createNamespace(t, c, "nowrite")
-	a, b := createConfigMap(t, c, "nowrite", "a"), createConfigMap(t, c, "nowrite", "b")
+	ns := createNamespace(t, c, "nowrite").Name
+	a, b := createConfigMap(t, c, ns, "a"), createConfigMap(t, c, ns, "b")
 	record(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail")
 	var before reportsv1alpha1.ResourceReport
-	if err := c.Get(ctx(t), client.ObjectKey{Namespace: "nowrite", Name: string(a.UID)}, &before); err != nil {
+	if err := c.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: string(a.UID)}, &before); err != nil {
 		t.Fatal(err)
 	}
 	if recordAt(t, c, resourceOf(a, "v1", "ConfigMap"), clusterPol("p"), "fail", "1") {
@@ -122,14 +128,14 @@ func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 		},
 	})
 	agg := &aggregate.Aggregator{Client: counting}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "nowrite"}}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}}
 	reconcileOnce := func() string {
 		t.Helper()
 		if _, err := agg.Reconcile(ctx(t), req); err != nil {
 			t.Fatal(err)
 		}
 		var r openreportsv1alpha1.Report
-		if err := c.Get(ctx(t), client.ObjectKey{Namespace: "nowrite", Name: "cpol-p"}, &r); err != nil {
+		if err := c.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "cpol-p"}, &r); err != nil {
 			t.Fatal(err)
 		}
 		return r.ResourceVersion
@@ -146,7 +152,7 @@ func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 		t.Error("reports.Apply of a new policy version said it did not write")
 	}
 	var rr reportsv1alpha1.ResourceReport
-	if err := c.Get(ctx(t), client.ObjectKey{Namespace: "nowrite", Name: string(a.UID)}, &rr); err != nil || rr.Labels["cpol.reports.regent.dev/p"] != "2" {
+	if err := c.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: string(a.UID)}, &rr); err != nil || rr.Labels["cpol.reports.regent.dev/p"] != "2" {
 		t.Fatalf("per-resource report not at policy version 2: %v %v", rr.Labels, err)
 	}
 	if rr.ResourceVersion == before.ResourceVersion {
@@ -160,33 +166,28 @@ func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
 	if changed := reconcileOnce(); changed == first || writes != 2 {
 		t.Errorf("a new result did not update the Report once (%d writes)", writes)
 	}
-	waitFor(t, c, "nowrite", summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1},
+	waitFor(t, c, ns, summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1, Fail: 1},
 		Results: []string{"p/fail/a", "p/pass/b"}})
 }
 
 func TestAggregator_TwoShardsWriteExactlyWhatOneDoes(t *testing.T) {
 	c := newClient(t)
+	shards := []aggregate.Shard{{Index: 0, Count: 2}, {Index: 1, Count: 2}}
+	// namespaces with generated names, until each shard owns at least two
 	var names []string
-	for i := range 6 {
-		ns := fmt.Sprintf("shard-%d", i)
+	owned := make([]int, len(shards))
+	for i := 0; len(names) < 6 || owned[0] < 2 || owned[1] < 2; i++ {
+		ns := createNamespace(t, c, "shard").Name
 		names = append(names, ns)
-		createNamespace(t, c, ns)
+		for k, s := range shards {
+			if s.Owns(ns) {
+				owned[k]++
+			}
+		}
 		for j := range i%3 + 1 {
 			cm := createConfigMap(t, c, ns, fmt.Sprintf("cm-%d", j))
 			record(t, c, resourceOf(cm, "v1", "ConfigMap"), clusterPol("p"), []openreportsv1alpha1.Result{"pass", "fail"}[j%2])
 			record(t, c, resourceOf(cm, "v1", "ConfigMap"), nsPol(fmt.Sprintf("q%d", i%2)), "warn")
-		}
-	}
-	shards := []aggregate.Shard{{Index: 0, Count: 2}, {Index: 1, Count: 2}}
-	for _, s := range shards {
-		owned := 0
-		for _, ns := range names {
-			if s.Owns(ns) {
-				owned++
-			}
-		}
-		if owned == 0 {
-			t.Fatalf("test namespaces all hash to one shard; pick other names")
 		}
 	}
 
@@ -230,15 +231,15 @@ func TestAggregator_TwoShardsWriteExactlyWhatOneDoes(t *testing.T) {
 
 func TestAggregator_SplitsAReportPastMaxResultsAndShrinksItBack(t *testing.T) {
 	c := newClient(t)
-	createNamespace(t, c, "split")
+	ns := createNamespace(t, c, "split").Name
 	var cms []*corev1.ConfigMap
 	for i := range 7 {
-		cm := createConfigMap(t, c, "split", fmt.Sprintf("cm-%d", i))
+		cm := createConfigMap(t, c, ns, fmt.Sprintf("cm-%d", i))
 		cms = append(cms, cm)
 		record(t, c, resourceOf(cm, "v1", "ConfigMap"), clusterPol("p"), "fail")
 	}
 	startAggregator(t, aggregate.Shard{}, 3)
-	waitFor(t, c, "split",
+	waitFor(t, c, ns,
 		summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Fail: 3}, Results: []string{"p/fail/cm-0", "p/fail/cm-1", "p/fail/cm-2"}},
 		summary{Name: "cpol-p-part-2", Summary: openreportsv1alpha1.ReportSummary{Fail: 3}, Results: []string{"p/fail/cm-3", "p/fail/cm-4", "p/fail/cm-5"}},
 		summary{Name: "cpol-p-part-3", Summary: openreportsv1alpha1.ReportSummary{Fail: 1}, Results: []string{"p/fail/cm-6"}})
@@ -248,6 +249,6 @@ func TestAggregator_SplitsAReportPastMaxResultsAndShrinksItBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, c, "split",
+	waitFor(t, c, ns,
 		summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Fail: 2}, Results: []string{"p/fail/cm-0", "p/fail/cm-1"}})
 }

@@ -48,9 +48,11 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func createNamespace(t *testing.T, c client.Client, name string) *corev1.Namespace {
+// createNamespace creates a namespace named prefix and a generated suffix: the package's tests
+// share one apiserver, also when run with -count.
+func createNamespace(t *testing.T, c client.Client, prefix string) *corev1.Namespace {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := c.Create(ctx(t), ns); err != nil {
 		t.Fatal(err)
 	}
@@ -159,5 +161,19 @@ func waitFor(t *testing.T, c client.Client, ns string, want ...summary) {
 	eventually(t, 30*time.Second, func() (bool, string) {
 		got := fmt.Sprint(aggregated(t, c, ns))
 		return got == wantS, fmt.Sprintf("reports in %q:\n got %s\nwant %s", ns, got, wantS)
+	})
+}
+
+// waitForClusterReport polls until the aggregator's ClusterReport want.Name is want; other
+// ClusterReports belong to other tests.
+func waitForClusterReport(t *testing.T, c client.Client, want summary) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		for _, got := range aggregated(t, c, "") {
+			if got.Name == want.Name {
+				return got.String() == want.String(), fmt.Sprintf("ClusterReport:\n got %s\nwant %s", got, want)
+			}
+		}
+		return false, "no ClusterReport " + want.Name
 	})
 }
