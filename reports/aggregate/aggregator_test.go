@@ -9,6 +9,7 @@ import (
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -83,11 +84,19 @@ func TestAggregator_DeletedResourceLosesItsReportAndItsResults(t *testing.T) {
 	})
 	waitFor(t, c, ns, summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Pass: 1}, Results: []string{"p/pass/b"}})
 
-	// with the last resource gone the Report should no longer exist, so it is deleted
+	// with the last resource gone the Report should no longer exist, so it is deleted; a Report
+	// someone else wrote (no ownership label) is left alone
+	foreign := &openreportsv1alpha1.Report{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cpol-foreign"}, Source: "kyverno"}
+	if err := c.Create(ctx(t), foreign); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx(t), b); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, c, ns)
+	if err := c.Get(ctx(t), client.ObjectKeyFromObject(foreign), foreign); err != nil {
+		t.Errorf("a Report the aggregator does not own: %v", err)
+	}
 }
 
 func TestAggregator_UnchangedReportIsNotWritten(t *testing.T) {
