@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/specsync"
@@ -58,6 +59,10 @@ type Options struct {
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
+	// ExternalReportsAggregator leaves merging per-resource reports into openreports Reports to
+	// `regent reports-aggregator` processes (several, sharded, on a large cluster) instead of the
+	// aggregator the addon runs for the whole cluster.
+	ExternalReportsAggregator bool
 	// Admission configures the admission policy controller (ClusterAdmissionPolicy,
 	// AdmissionPolicy, PolicyServer → PolicyRevisions, webhooks, policy-server workloads).
 	Admission admissionpolicy.Options
@@ -119,6 +124,9 @@ func New(opts Options) (manager.Manager, error) {
 	setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
 	if !opts.ExternalConfigPolicy {
 		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
+	}
+	if !opts.ExternalReportsAggregator {
+		setups = append(setups, func() error { return (&aggregate.Aggregator{}).SetupWithManager(mgr) })
 	}
 	for _, add := range opts.Controllers {
 		setups = append(setups, func() error { return add(mgr) })

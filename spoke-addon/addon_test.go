@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/reports"
 	spokeaddon "regent.dev/regent/spoke-addon"
 	"regent.dev/regent/spoke-addon/specsync"
 )
@@ -70,6 +73,24 @@ func TestSpokeAddon(t *testing.T) {
 		if err := c.Create(ctx, p); !apierrors.IsForbidden(err) {
 			t.Errorf("create in cluster2 = %v, want Forbidden", err)
 		}
+	})
+
+	t.Run("ReportsAggregatorMergesTheClustersReports", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: "report-subject"}}
+		if err := local.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		res := reports.Resource{APIVersion: "v1", Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID}
+		set := []reports.PolicyResults{{Policy: reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeNamespaced, Name: "must-label"},
+			Version: "1", Results: []openreportsv1alpha1.ReportResult{{Rule: "labels", Result: "warn"}}}}
+		if _, err := reports.Apply(ctx, local, res, reportsv1alpha1.SourceBackground, set, nil); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, wait, func() (bool, string) {
+			var r openreportsv1alpha1.Report
+			err := local.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: "pol-must-label"}, &r)
+			return err == nil && r.Summary.Warn == 1, fmt.Sprintf("Report cluster1/pol-must-label with one warning (%v)", err)
+		})
 	})
 
 	t.Run("SpecSyncMirrorsCreateUpdateDeleteAndRevertsLocalEdits", func(t *testing.T) {

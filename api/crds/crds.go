@@ -17,7 +17,8 @@ import (
 //go:embed *.yaml ocm/*.yaml
 var files embed.FS
 
-// Regent returns Regent's own CRDs.
+// Regent returns Regent's own CRDs and the openreports.io Report and ClusterReport CRDs its report
+// aggregator writes.
 func Regent() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load(".") }
 
 // OCM returns OCM's cluster and addon CRDs (ManagedCluster, ManagedClusterSet(Binding), Placement,

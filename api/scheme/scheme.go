@@ -3,6 +3,7 @@
 package scheme
 
 import (
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -16,6 +17,7 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 )
 
 // Scheme knows every kind Regent uses.
@@ -33,6 +35,8 @@ func init() {
 		policyv1.AddToScheme,
 		policyv1beta1.AddToScheme,
 		kubewardenv1.AddToScheme,
+		reportsv1alpha1.AddToScheme,
+		openreportsv1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(Scheme))
 	}

@@ -31,6 +31,6 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors:    true,
 		PersistentPreRun: func(*cobra.Command, []string) { ctrl.SetLogger(zap.New()) },
 	}
-	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand())
+	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand(), newReportsAggregatorCommand())
 	return root
 }

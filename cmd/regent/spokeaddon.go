@@ -45,6 +45,7 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.ClusterName, "cluster-name", "", "this managed cluster's name (required)")
 	f.StringVar(&opts.InstallNamespace, "install-namespace", spokeaddon.DefaultInstallNamespace, "namespace of the addon's Lease")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	f.BoolVar(&opts.ExternalReportsAggregator, "external-reports-aggregator", false, "leave report aggregation to 'regent reports-aggregator' processes (e.g. sharded) instead of running it here")
 	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
 	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
 	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")

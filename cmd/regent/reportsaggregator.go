@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/reports/aggregate"
+)
+
+func newReportsAggregatorCommand() *cobra.Command {
+	var kubeconfig, shard, metricsAddr string
+	a := &aggregate.Aggregator{}
+	cmd := &cobra.Command{
+		Use:   "reports-aggregator",
+		Short: "Merge a cluster's per-resource reports into openreports Reports per namespace and policy",
+		Long: "Merge the ResourceReports of every namespace (ClusterResourceReports for the cluster scope)\n" +
+			"into openreports.io Reports \"pol-<policy>\"/\"cpol-<policy>\" (ClusterReports), written only\n" +
+			"when they change. Run several with --shard 0/n … n-1/n to split a large cluster by namespace.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sh, err := aggregate.ParseShard(shard)
+			if err != nil {
+				return err
+			}
+			a.Shard = sh
+			if a.MaxResults < 1 || a.Debounce < 0 {
+				return fmt.Errorf("--max-results-per-report must be at least 1 and --debounce not negative")
+			}
+			cfg, err := loadConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:  scheme.Scheme,
+				Metrics: metricsserver.Options{BindAddress: metricsAddr},
+				// The aggregator caches every per-resource report of the cluster; their
+				// managedFields are never read and can be as large as the results.
+				Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+			})
+			if err != nil {
+				return err
+			}
+			if err := a.SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("reports aggregator: %w", err)
+			}
+			ctrl.Log.Info("reports aggregator starting", "shard", sh.String(), "debounce", a.Debounce, "maxResultsPerReport", a.MaxResults)
+			return mgr.Start(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	f.StringVar(&shard, "shard", "0/1", "i/n: own the namespaces whose hash is i modulo n")
+	f.DurationVar(&a.Debounce, "debounce", aggregate.DefaultDebounce, "wait after a namespace's reports change before merging it")
+	f.IntVar(&a.MaxResults, "max-results-per-report", aggregate.DefaultMaxResults, "results per Report before it is split into numbered parts")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	return cmd
+}

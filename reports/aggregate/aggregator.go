@@ -1,0 +1,261 @@
+package aggregate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+)
+
+// Labels on every Report the aggregator writes. LabelAggregatedBy marks ownership: only Reports
+// carrying it are ever updated or deleted.
+const (
+	LabelAggregatedBy = "reports.regent.dev/aggregated-by"
+	AggregatorName    = "regent-reports-aggregator"
+	LabelPolicy       = "reports.regent.dev/policy"
+	LabelPolicyScope  = "reports.regent.dev/policy-scope"
+	LabelPart         = "reports.regent.dev/part"
+	AnnotationPolicy  = "reports.regent.dev/policy"
+	ReportSource      = "regent"
+	DefaultDebounce   = 2 * time.Second
+	controllerName    = "reports-aggregator"
+)
+
+// Aggregator merges the per-resource reports of each namespace it owns into openreports Reports.
+type Aggregator struct {
+	// Client reads (a manager's cached client in production) and writes.
+	Client client.Client
+	// Shard selects the namespaces this aggregator owns; the zero value owns all.
+	Shard Shard
+	// Debounce is how long a namespace waits after a change before it is merged, so a burst of
+	// report writes costs one merge; DefaultDebounce when zero.
+	Debounce time.Duration
+	// MaxResults bounds the results of one Report; DefaultMaxResults when zero.
+	MaxResults int
+}
+
+// SetupWithManager watches per-resource reports and the Reports the aggregator owns (so a Report
+// edited or deleted by someone else is repaired) and enqueues their namespace.
+func (a *Aggregator) SetupWithManager(mgr ctrl.Manager) error {
+	if a.Client == nil {
+		a.Client = mgr.GetClient()
+	}
+	all := a.enqueueNamespace(func(client.Object) bool { return true })
+	owned := a.enqueueNamespace(func(o client.Object) bool { return o.GetLabels()[LabelAggregatedBy] == AggregatorName })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		Watches(&reportsv1alpha1.ResourceReport{}, all).
+		Watches(&reportsv1alpha1.ClusterResourceReport{}, all).
+		Watches(&openreportsv1alpha1.Report{}, owned).
+		Watches(&openreportsv1alpha1.ClusterReport{}, owned).
+		Complete(a)
+}
+
+// enqueueNamespace adds the object's namespace after the debounce; a namespace already waiting
+// keeps its earlier time, so changes coalesce instead of postponing the merge forever.
+func (a *Aggregator) enqueueNamespace(keep func(client.Object) bool) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if o == nil || !keep(o) || !a.Shard.Owns(o.GetNamespace()) {
+			return
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}, a.debounce())
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
+}
+
+func (a *Aggregator) debounce() time.Duration {
+	if a.Debounce == 0 {
+		return DefaultDebounce
+	}
+	return a.Debounce
+}
+
+// Reconcile merges the namespace req.Namespace ("" for the cluster scope): it writes every
+// expected Report whose content changed and deletes the owned Reports no longer expected.
+func (a *Aggregator) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ns := req.Namespace
+	if !a.Shard.Owns(ns) {
+		return reconcile.Result{}, nil
+	}
+	specs, err := a.sources(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	actual, err := a.owned(ctx, ns)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var errs []error
+	for _, d := range Merge(specs, a.MaxResults) {
+		cur, exists := actual[d.Name]
+		delete(actual, d.Name)
+		if err := a.write(ctx, ns, d, cur, exists); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	stale := make([]string, 0, len(actual))
+	for name := range actual {
+		stale = append(stale, name)
+	}
+	slices.Sort(stale)
+	for _, name := range stale {
+		if err := a.Client.Delete(ctx, actual[name]); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete stale report %s/%s: %w", ns, name, err))
+			continue
+		}
+		writes.WithLabelValues("delete").Inc()
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+func (a *Aggregator) sources(ctx context.Context, ns string) ([]*reportsv1alpha1.ResourceReportSpec, error) {
+	var specs []*reportsv1alpha1.ResourceReportSpec
+	if ns == "" {
+		var list reportsv1alpha1.ClusterResourceReportList
+		if err := a.Client.List(ctx, &list); err != nil {
+			return nil, fmt.Errorf("list cluster resource reports: %w", err)
+		}
+		for i := range list.Items {
+			specs = append(specs, &list.Items[i].Spec)
+		}
+		return specs, nil
+	}
+	var list reportsv1alpha1.ResourceReportList
+	if err := a.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list resource reports in %s: %w", ns, err)
+	}
+	for i := range list.Items {
+		specs = append(specs, &list.Items[i].Spec)
+	}
+	return specs, nil
+}
+
+// owned returns the Reports (ClusterReports for "") of ns that the aggregator wrote, by name.
+func (a *Aggregator) owned(ctx context.Context, ns string) (map[string]client.Object, error) {
+	out := map[string]client.Object{}
+	mine := client.MatchingLabels{LabelAggregatedBy: AggregatorName}
+	if ns == "" {
+		var list openreportsv1alpha1.ClusterReportList
+		if err := a.Client.List(ctx, &list, mine); err != nil {
+			return nil, fmt.Errorf("list cluster reports: %w", err)
+		}
+		for i := range list.Items {
+			out[list.Items[i].Name] = &list.Items[i]
+		}
+		return out, nil
+	}
+	var list openreportsv1alpha1.ReportList
+	if err := a.Client.List(ctx, &list, client.InNamespace(ns), mine); err != nil {
+		return nil, fmt.Errorf("list reports in %s: %w", ns, err)
+	}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// write creates the Report of d, or updates cur when its serialised content differs from d's; an
+// unchanged Report costs no request.
+func (a *Aggregator) write(ctx context.Context, ns string, d Desired, cur client.Object, exists bool) error {
+	var obj client.Object
+	switch {
+	case exists:
+		obj = cur.DeepCopyObject().(client.Object)
+	case ns == "":
+		obj = &openreportsv1alpha1.ClusterReport{}
+	default:
+		obj = &openreportsv1alpha1.Report{}
+	}
+	obj.SetName(d.Name)
+	obj.SetNamespace(ns)
+	fill(obj, d)
+	if !exists {
+		if err := a.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("create report %s/%s: %w", ns, d.Name, err)
+		}
+		writes.WithLabelValues("create").Inc()
+		return nil
+	}
+	before, err := json.Marshal(cur)
+	if err != nil {
+		return err
+	}
+	after, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(before, after) {
+		return nil
+	}
+	if err := a.Client.Update(ctx, obj); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache was behind our own last write; the write's event requeues the namespace.
+			return fmt.Errorf("update report %s/%s (stale read, retried): %w", ns, d.Name, err)
+		}
+		return fmt.Errorf("update report %s/%s: %w", ns, d.Name, err)
+	}
+	writes.WithLabelValues("update").Inc()
+	return nil
+}
+
+// fill sets the aggregator's fields of a Report or ClusterReport from d, leaving others (labels
+// someone else added, metadata) as they are.
+func fill(obj client.Object, d Desired) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelAggregatedBy] = AggregatorName
+	labels[LabelPolicy] = reportsv1alpha1.LabelSafe(d.Policy)
+	labels[LabelPolicyScope] = string(d.Scope)
+	labels[LabelPart] = strconv.Itoa(d.Part)
+	obj.SetLabels(labels)
+	annotations := obj.GetAnnotations()
+	if labels[LabelPolicy] != d.Policy {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AnnotationPolicy] = d.Policy
+	} else {
+		delete(annotations, AnnotationPolicy)
+		if len(annotations) == 0 {
+			annotations = nil
+		}
+	}
+	obj.SetAnnotations(annotations)
+	switch r := obj.(type) {
+	case *openreportsv1alpha1.Report:
+		r.Source, r.Summary, r.Results = ReportSource, d.Summary, d.Results
+	case *openreportsv1alpha1.ClusterReport:
+		r.Source, r.Summary, r.Results = ReportSource, d.Summary, d.Results
+	}
+}
