@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,6 +35,7 @@ const policyNamespace = "placement-policies"
 type hubEnv struct {
 	kube   kubernetes.Interface
 	dyn    dynamic.Interface
+	cfg    *rest.Config
 	client client.Client
 	engine *Engine
 	srv    *httptest.Server
@@ -73,7 +75,7 @@ func startHub(t *testing.T) *hubEnv {
 	srv := httptest.NewUnstartedServer(&Handler{Engine: engine, Auth: NewAuthorizer(kube)})
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &hubEnv{kube: kube, dyn: dyn, client: cl, engine: engine, srv: srv}
+	return &hubEnv{cfg: hub.Config, kube: kube, dyn: dyn, client: cl, engine: engine, srv: srv}
 }
 
 func (h *hubEnv) query(t *testing.T, path string) (any, bool) {
@@ -177,6 +179,7 @@ func TestOnHub(t *testing.T) {
 	t.Run("CompileError", func(t *testing.T) { testCompileError(t, h) })
 	t.Run("Inventory", func(t *testing.T) { testInventory(t, h) })
 	t.Run("Auth", func(t *testing.T) { testAuth(t, h) })
+	t.Run("Serve", func(t *testing.T) { testServe(t, h) })
 }
 
 func testHotReload(t *testing.T, h *hubEnv) {

@@ -50,6 +50,13 @@ func NewInventory(engine *Engine, client dynamic.Interface, gvrs []schema.GroupV
 
 // Start starts the informers and waits until every resource's initial list is in the store.
 func (i *Inventory) Start(ctx context.Context) error {
+	// Every configured resource exists as an object from the start, so a policy counting
+	// clusters sees 0, not an undefined document, on a hub that has none.
+	for _, gvr := range i.gvrs {
+		if err := makeDir(ctx, i.engine.store, storage.Path{InventoryRoot, gvr.Resource}); err != nil {
+			return fmt.Errorf("inventory %s: %w", gvr, err)
+		}
+	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(i.client, 0)
 	var synced []cache.InformerSynced
 	for _, gvr := range i.gvrs {
@@ -123,6 +130,18 @@ func writePath(ctx context.Context, store storage.Store, path storage.Path, valu
 		return err
 	}
 	if err := store.Write(ctx, txn, storage.AddOp, path, value); err != nil {
+		store.Abort(ctx, txn)
+		return err
+	}
+	return store.Commit(ctx, txn)
+}
+
+func makeDir(ctx context.Context, store storage.Store, path storage.Path) error {
+	txn, err := store.NewTransaction(ctx, storage.WriteParams)
+	if err != nil {
+		return err
+	}
+	if err := storage.MakeDir(ctx, store, txn, path); err != nil {
 		store.Abort(ctx, txn)
 		return err
 	}
