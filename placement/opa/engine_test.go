@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -70,6 +74,7 @@ func TestQueriesMatchOPA(t *testing.T) {
 		{"", ""},
 	}
 	ctx := context.Background()
+	srv := &Handler{Engine: e}
 	for _, q := range corpus {
 		var input any
 		if q.input != "" {
@@ -105,6 +110,29 @@ func TestQueriesMatchOPA(t *testing.T) {
 		}
 		if gotDefined != wantDefined || !reflect.DeepEqual(canonical(t, got), canonical(t, want)) {
 			t.Errorf("%s input %s: engine %v (defined %v), OPA %v (defined %v)", q.path, q.input, got, gotDefined, want, wantDefined)
+		}
+
+		// The same through the REST handler: {"result": …}, or {} when undefined.
+		body := `{}`
+		if q.input != "" {
+			body = `{"input":` + q.input + `}`
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/data/"+q.path, strings.NewReader(body)))
+		var resp map[string]any
+		if err := util.UnmarshalJSON(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("POST %s: %d %s (%v)", q.path, rec.Code, rec.Body, err)
+		}
+		wantResp := map[string]any{}
+		if wantDefined {
+			wantResp["result"] = want
+		}
+		if q.input == "" {
+			// OPA's server adds this warning when the body has no input key.
+			wantResp["warning"] = map[string]any{"code": "api_usage_warning", "message": "'input' key missing from the request"}
+		}
+		if !reflect.DeepEqual(canonical(t, resp), canonical(t, wantResp)) {
+			t.Errorf("POST %s input %s: %s, want %v", q.path, q.input, rec.Body, wantResp)
 		}
 	}
 }
@@ -143,5 +171,39 @@ func TestBadModuleKeepsLastGoodSet(t *testing.T) {
 		if err != nil || !ok || got != want {
 			t.Errorf("%s = %v (defined %v, err %v), want %v", path, got, ok, err, want)
 		}
+	}
+}
+
+// TestQueriesDuringReload queries from several goroutines while the module is replaced: every
+// answer is one of the loaded versions, never an error or undefined.
+func TestQueriesDuringReload(t *testing.T) {
+	e := NewEngine()
+	ctx := context.Background()
+	set := func(v int) {
+		if err := e.SetSource("ns/a", map[string]string{"ns/a/a.rego": fmt.Sprintf("package a\n\nv := %d\n", v)}); err != nil {
+			t.Error(err)
+		}
+	}
+	set(0)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				got, ok, err := e.Query(ctx, []string{"a", "v"}, map[string]any{"i": i})
+				if err != nil || !ok {
+					t.Errorf("query during reload: %v (defined %v, err %v)", got, ok, err)
+					return
+				}
+			}
+		}()
+	}
+	for v := 1; v <= 50; v++ {
+		set(v)
+	}
+	wg.Wait()
+	if got, _, _ := e.Query(ctx, []string{"a", "v"}, nil); got != json.Number("50") {
+		t.Errorf("after reloads v = %v, want 50", got)
 	}
 }

@@ -41,7 +41,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var input any
-	var warning *types.ErrorV1
+	var warning *types.Warning
 	switch r.Method {
 	case http.MethodPost:
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
@@ -60,7 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if req.Input == nil {
 			// OPA answers without input but says the request was probably not meant that way.
-			warning = types.NewErrorV1(types.CodeAPIUsageWarn, types.MsgInputKeyMissing)
+			warning = types.NewWarning(types.CodeAPIUsageWarn, types.MsgInputKeyMissing)
 		} else {
 			input = *req.Input
 		}
