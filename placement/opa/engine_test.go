@@ -207,3 +207,26 @@ func TestQueriesDuringReload(t *testing.T) {
 		t.Errorf("after reloads v = %v, want 50", got)
 	}
 }
+
+// TestEvalErrorShape: a query whose evaluation fails answers 500 with OPA's error body.
+func TestEvalErrorShape(t *testing.T) {
+	e := NewEngine()
+	if err := e.SetSource("ns/c", map[string]string{"ns/c/c.rego": "package c\n\nx := 1 if input.a\n\nx := 2 if input.b\n"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	(&Handler{Engine: e}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/data/c/x", strings.NewReader(`{"input":{"a":true,"b":true}}`)))
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Errors  []struct {
+			Code string `json:"code"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusInternalServerError || body.Code != "internal_error" || len(body.Errors) != 1 || body.Errors[0].Code != "eval_conflict_error" {
+		t.Errorf("conflicting rules: %d %s, want 500 internal_error with an eval_conflict_error", rec.Code, rec.Body)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/server/types"
+	"github.com/open-policy-agent/opa/v1/server/writer"
 	"github.com/open-policy-agent/opa/v1/util"
 )
 
@@ -80,7 +81,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, types.NewErrorV1(types.CodeInvalidParameter, types.MsgCompileQueryError).WithASTErrors(aerrs))
 			return
 		}
-		writeError(w, http.StatusInternalServerError, types.NewErrorV1(types.CodeInternal, "%v", err))
+		// Evaluation errors (a conflict between rules, a built-in failing) answer exactly as OPA's
+		// server does.
+		writer.ErrorAuto(w, err)
 		return
 	}
 	resp := map[string]any{}
