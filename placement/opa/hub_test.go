@@ -265,6 +265,47 @@ func testInventory(t *testing.T, h *hubEnv) {
 	// The configured extra type is replicated too, cluster-scoped at kubernetes.<resource>.<name>.
 	h.eventuallyQuery(t, "kubernetes/namespaces/"+policyNamespace+"/metadata/name", policyNamespace)
 
+	// Status: conditions and cluster claims are kept, the rest (capacity, version) is not.
+	got, err := h.dyn.Resource(managedClusters).Get(ctx, "eu-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Object["status"] = map[string]any{
+		"conditions": []any{map[string]any{
+			"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "Test", "message": "up",
+			"lastTransitionTime": "2026-01-01T00:00:00Z",
+		}},
+		"clusterClaims": []any{map[string]any{"name": "pci.regent.dev", "value": "2"}},
+		"capacity":      map[string]any{"cpu": "8"},
+		"version":       map[string]any{"kubernetes": "v1.35.4"},
+	}
+	if _, err := h.dyn.Resource(managedClusters).UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventuallyQuery(t, "kubernetes/managedclusters/eu-1/status/clusterClaims/0/value", "2")
+	h.eventuallyQuery(t, "kubernetes/managedclusters/eu-1/status/conditions/0/status", "True")
+	h.eventuallyQuery(t, "kubernetes/managedclusters/eu-1/status/capacity", "<undefined>")
+	h.eventuallyQuery(t, "kubernetes/managedclusters/eu-1/status/version", "<undefined>")
+
+	// Sets and bindings, at their default versions.
+	set := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+		"metadata": map[string]any{"name": "eu"},
+	}}
+	if _, err := h.dyn.Resource(DefaultInventory[1]).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+		"metadata": map[string]any{"name": "eu", "namespace": policyNamespace},
+		"spec":     map[string]any{"clusterSet": "eu"},
+	}}
+	if _, err := h.dyn.Resource(DefaultInventory[2]).Namespace(policyNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventuallyQuery(t, "kubernetes/managedclustersets/eu/kind", "ManagedClusterSet")
+	h.eventuallyQuery(t, "kubernetes/managedclustersetbindings/"+policyNamespace+"/eu/spec/clusterSet", "eu")
+
 	fleettest.Edit(t, h.client, newManagedCluster("eu-1"), func(u *unstructured.Unstructured) {
 		labels := u.GetLabels()
 		labels["region"] = "us"
