@@ -133,7 +133,7 @@ func (e *Engine) Query(ctx context.Context, path []string, input any) (result an
 	c, cache := e.compiler, e.prepared
 	e.state.Unlock()
 
-	key := strings.Join(path, "/")
+	key := strings.Join(path, "\x00") // segments may contain "/"
 	var pq *rego.PreparedEvalQuery
 	if v, ok := cache.Load(key); ok {
 		pq = v.(*rego.PreparedEvalQuery)

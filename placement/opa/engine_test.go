@@ -230,3 +230,22 @@ func TestEvalErrorShape(t *testing.T) {
 		t.Errorf("conflicting rules: %d %s, want 500 internal_error with an eval_conflict_error", rec.Code, rec.Body)
 	}
 }
+
+// TestEscapedPathSegments: a %2F inside a segment is part of the key, as in OPA's server.
+func TestEscapedPathSegments(t *testing.T) {
+	e := NewEngine()
+	if err := writePath(context.Background(), e.Store(), storage.Path{"x", "a/b"}, "slash"); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	(&Handler{Engine: e}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/data/x/a%2Fb", nil))
+	if !strings.Contains(rec.Body.String(), `"result":"slash"`) {
+		t.Errorf("GET /v1/data/x/a%%2Fb: %d %s, want result slash", rec.Code, rec.Body)
+	}
+	// x.a.b is another document (undefined), not the prepared query of x["a/b"].
+	rec = httptest.NewRecorder()
+	(&Handler{Engine: e}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/data/x/a/b", nil))
+	if strings.TrimSpace(rec.Body.String()) != "{}" {
+		t.Errorf("GET /v1/data/x/a/b: %d %s, want {}", rec.Code, rec.Body)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -36,9 +37,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.Auth != nil && !h.authorize(w, r) {
 		return
 	}
+	// Split the escaped path, then unescape each segment: %2F belongs to a key, as in OPA.
 	var path []string
-	if rest := strings.Trim(strings.TrimPrefix(r.URL.Path, "/v1/data"), "/"); rest != "" {
-		path = strings.Split(rest, "/")
+	if rest := strings.Trim(strings.TrimPrefix(r.URL.EscapedPath(), "/v1/data"), "/"); rest != "" {
+		for _, seg := range strings.Split(rest, "/") {
+			p, err := url.PathUnescape(seg)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, types.NewErrorV1(types.CodeInvalidParameter, "path segment %q: %v", seg, err))
+				return
+			}
+			path = append(path, p)
+		}
 	}
 
 	var input any
