@@ -15,7 +15,10 @@
 //   - A ConfigMap whose new content does not compile together with the others changes nothing:
 //     the engine keeps serving the last set that compiled, including that ConfigMap's previous good
 //     version (OPA's PUT /v1/policies behaves the same way: a failed upsert leaves the old module).
-//     One bad module therefore never unloads good ones.
+//     One bad module therefore never unloads good ones. Deleting a ConfigMap whose functions other
+//     modules still call keeps its modules loaded (logged) until those callers change.
+//   - Every hub replica runs its own engine and API (no leader election): the data is read-only
+//     and the status annotation each replica writes is the same.
 //   - Inventory lives where kube-mgmt replicates: data.kubernetes.<resource>.<namespace>.<name> for
 //     namespaced objects and data.kubernetes.<resource>.<name> for cluster-scoped ones (resource is
 //     the plural, e.g. managedclusters). Each watch event writes or removes that one path.

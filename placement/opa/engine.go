@@ -71,9 +71,8 @@ func (e *Engine) SetSource(source string, modules map[string]string) error {
 	return nil
 }
 
-// RemoveSource unloads a source's modules. Removal cannot break what remains in a way compilation
-// detects only rarely (another module importing a rule of the removed one is still valid Rego), so
-// an error here keeps the source loaded and reports why.
+// RemoveSource unloads a source's modules. When what remains does not compile without them
+// (another module calls a function they define) nothing changes and the error says why.
 func (e *Engine) RemoveSource(source string) error { return e.SetSource(source, nil) }
 
 // Modules returns every loaded module id, sorted.

@@ -204,6 +204,18 @@ func testHotReload(t *testing.T, h *hubEnv) {
 			t.Errorf("module %s still loaded after its ConfigMap was deleted", id)
 		}
 	}
+
+	// A deleted library that another module still calls keeps serving until the caller stops
+	// calling it, then goes.
+	h.applyPolicy(t, "lib", map[string]string{"lib.rego": "package t.lib\n\ndouble(x) := 2 * x\n\nmarker := true\n"})
+	h.applyPolicy(t, "caller", map[string]string{"caller.rego": "package t.caller\n\nfour := data.t.lib.double(2)\n"})
+	h.eventuallyQuery(t, "t/caller/four", "4")
+	if err := h.kube.CoreV1().ConfigMaps(policyNamespace).Delete(context.Background(), "lib", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.applyPolicy(t, "caller", map[string]string{"caller.rego": "package t.caller\n\nfour := 4\n\nnew := true\n"})
+	h.eventuallyQuery(t, "t/caller/new", "true")
+	h.eventuallyQuery(t, "t/lib/marker", "<undefined>")
 }
 
 func testCompileError(t *testing.T, h *hubEnv) {

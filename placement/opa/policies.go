@@ -53,6 +53,9 @@ type Policies struct {
 	// annotation that outcome wrote: an update that changes neither (our own annotation write
 	// coming back) costs no recompile and no write.
 	seen map[string]seenPolicy
+	// orphans are sources whose ConfigMap is gone but whose modules could not be unloaded because
+	// others still call them; each later change tries again.
+	orphans map[string]bool
 }
 
 type seenPolicy struct {
@@ -62,7 +65,7 @@ type seenPolicy struct {
 
 // NewPolicies watches namespace for policy ConfigMaps; recorder receives the Events.
 func NewPolicies(engine *Engine, client kubernetes.Interface, namespace string, recorder record.EventRecorder) *Policies {
-	return &Policies{engine: engine, client: client, namespace: namespace, recorder: recorder, seen: map[string]seenPolicy{}}
+	return &Policies{engine: engine, client: client, namespace: namespace, recorder: recorder, seen: map[string]seenPolicy{}, orphans: map[string]bool{}}
 }
 
 // Start starts the ConfigMap informer and waits until every existing policy has been loaded once.
@@ -134,6 +137,7 @@ func (p *Policies) apply(ctx context.Context, obj any) {
 		p.recorder.Eventf(cm, corev1.EventTypeWarning, ReasonLoadFailed, "placement policy not loaded (the previous version, if any, still serves): %s", describe(st.Error))
 	} else {
 		p.recorder.Eventf(cm, corev1.EventTypeNormal, ReasonLoaded, "placement policy loaded: %d module(s)", len(cm.Data))
+		p.unloadOrphans(ctx)
 	}
 	raw, err := json.Marshal(st)
 	if err != nil {
@@ -158,9 +162,21 @@ func (p *Policies) delete(ctx context.Context, obj any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.seen, src)
-	if err := p.engine.RemoveSource(src); err != nil {
-		// The ConfigMap is gone, so the only place left to say it is the log.
-		klog.FromContext(ctx).Error(err, "unload deleted placement policy; it stays loaded", "configmap", src)
+	p.orphans[src] = true
+	p.unloadOrphans(ctx)
+}
+
+// unloadOrphans unloads deleted ConfigMaps' modules that no loaded module needs any more. One
+// that is still called stays (unloading it would not compile, as OPA refuses such a DELETE) until
+// its callers change.
+func (p *Policies) unloadOrphans(ctx context.Context) {
+	for src := range p.orphans {
+		if err := p.engine.RemoveSource(src); err != nil {
+			// The ConfigMap is gone, so the only place left to say it is the log.
+			klog.FromContext(ctx).Error(err, "deleted placement policy stays loaded: other modules still use it", "configmap", src)
+			continue
+		}
+		delete(p.orphans, src)
 	}
 }
 
