@@ -249,3 +249,20 @@ func TestEscapedPathSegments(t *testing.T) {
 		t.Errorf("GET /v1/data/x/a/b: %d %s, want {}", rec.Code, rec.Body)
 	}
 }
+
+func TestParseGVR(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/namespaces": "/v1, Resource=namespaces",
+		"cluster.open-cluster-management.io/v1beta1/placements": "cluster.open-cluster-management.io/v1beta1, Resource=placements",
+	} {
+		gvr, err := ParseGVR(in)
+		if err != nil || gvr.String() != want {
+			t.Errorf("ParseGVR(%q) = %v, %v; want %s", in, gvr, err, want)
+		}
+	}
+	for _, bad := range []string{"v1/namespaces", "a/b/c/d", "g//r", "g/v/"} {
+		if _, err := ParseGVR(bad); err == nil {
+			t.Errorf("ParseGVR(%q) accepted", bad)
+		}
+	}
+}
