@@ -9,12 +9,15 @@ import (
 
 	"regent.dev/regent/hub"
 	"regent.dev/regent/hub/addon"
+	"regent.dev/regent/placement/opa"
 )
 
 func newHubCommand() *cobra.Command {
 	var opts hub.Options
 	var kubeconfig, addonImage, memoryLimit, maxReplicated string
 	var addonManager bool
+	var placement opa.Options
+	var placementInventory []string
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: propagation, progressive rollout, status aggregation",
@@ -38,10 +41,20 @@ func newHubCommand() *cobra.Command {
 				}
 				opts.MaxReplicatedBytes = q.Value()
 			}
+			for _, r := range placementInventory {
+				gvr, err := opa.ParseGVR(r)
+				if err != nil {
+					return fmt.Errorf("--placement-inventory: %w", err)
+				}
+				placement.Inventory = append(placement.Inventory, gvr)
+			}
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return hub.Run(ctx, opts) })
 			if addonManager {
 				g.Go(func() error { return addon.Run(ctx, cfg, addon.Options{Image: addonImage}) })
+			}
+			if placement.Addr != "" {
+				g.Go(func() error { return opa.Run(ctx, cfg, placement) })
 			}
 			return g.Wait()
 		},
@@ -59,5 +72,10 @@ func newHubCommand() *cobra.Command {
 	f.StringVar(&maxReplicated, "max-replicated-bytes", "", "cap on one root policy's replicas in etcd, serialized replica × selected clusters (e.g. 256Mi); unset: 128Mi; negative: none")
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
+	f.StringVar(&placement.Addr, "placement-api-addr", "", "HTTPS address of the placement query API (OPA's POST/GET /v1/data/<path>); empty disables the placement engine")
+	f.StringVar(&placement.CertFile, "placement-api-cert-file", "", "serving certificate of the placement query API, re-read when it changes")
+	f.StringVar(&placement.KeyFile, "placement-api-key-file", "", "serving key of the placement query API")
+	f.StringVar(&placement.Namespace, "placement-policy-namespace", "regent-system", "namespace of the ConfigMaps labelled regent.dev/placement-policy=rego")
+	f.StringArrayVar(&placementInventory, "placement-inventory", nil, "group/version/resource replicated into the placement engine besides ManagedClusters, ManagedClusterSets(Bindings) and AddOnPlacementScores (core group: /v1/namespaces); repeatable")
 	return cmd
 }

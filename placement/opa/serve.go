@@ -1,0 +1,131 @@
+package opa
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+)
+
+// Options configure the placement engine and its query API in the hub.
+type Options struct {
+	// Addr is where the HTTPS data API listens; Run needs it.
+	Addr string
+	// CertFile and KeyFile are the serving certificate, re-read when they change on disk (a
+	// mounted Secret rotated by cert-manager).
+	CertFile, KeyFile string
+	// Namespace holds the policy ConfigMaps.
+	Namespace string
+	// Inventory is replicated besides DefaultInventory.
+	Inventory []schema.GroupVersionResource
+}
+
+// Run loads policies, replicates the inventory and serves the data API on opts.Addr until ctx
+// ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("placement API: %w", err)
+	}
+	return Serve(ctx, cfg, opts, ln)
+}
+
+// Serve is Run on a listener the caller opened; it closes ln.
+func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener) error {
+	if opts.CertFile == "" || opts.KeyFile == "" || opts.Namespace == "" {
+		ln.Close()
+		return errors.New("placement API: a certificate, a key and a policy namespace are required")
+	}
+	certs := &certFiles{cert: opts.CertFile, key: opts.KeyFile}
+	if _, err := certs.get(nil); err != nil {
+		ln.Close()
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "regent-placement"})
+
+	engine := NewEngine()
+	if err := NewPolicies(engine, kube, opts.Namespace, recorder).Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := NewInventory(engine, dyn, append(append([]schema.GroupVersionResource{}, DefaultInventory...), opts.Inventory...)).Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           &Handler{Engine: engine, Auth: NewAuthorizer(kube)},
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get},
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("placement API: %w", err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		<-done
+		return nil
+	}
+}
+
+// certFiles serves a key pair from disk, loading it again when either file's modification time
+// changes.
+type certFiles struct {
+	cert, key string
+
+	mu     sync.Mutex
+	mtimes [2]time.Time
+	pair   *tls.Certificate
+}
+
+func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	var mtimes [2]time.Time
+	for i, f := range []string{c.cert, c.key} {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, fmt.Errorf("placement API certificate: %w", err)
+		}
+		mtimes[i] = st.ModTime()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pair != nil && mtimes == c.mtimes {
+		return c.pair, nil
+	}
+	pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+	if err != nil {
+		return nil, fmt.Errorf("placement API certificate: %w", err)
+	}
+	c.pair, c.mtimes = &pair, mtimes
+	return c.pair, nil
+}
