@@ -38,7 +38,7 @@ monitor-team:
 var fuzzPaths = []string{"/validate/latest", "/validate/default-team", "/audit/default-team", "/validate/monitor-team", "/validate/absent"}
 
 var (
-	admissionOnce   sync.Once
+	admissionOnce       sync.Once
 	fuzzAdmissionServer *Server
 )
 
