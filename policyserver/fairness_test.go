@@ -27,7 +27,7 @@ labels:
   settings: {required: [team]}
 `
 
-// slowAndFastModules writes the two guests slowAndFast names (and nothing from ../shared).
+// slowAndFastModules writes the two guests slowAndFast names (nothing outside the repository).
 func slowAndFastModules(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()

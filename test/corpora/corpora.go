@@ -1,7 +1,7 @@
 // Package corpora locates the third-party corpora (OCM's policy-collection, Gatekeeper's library)
 // that some tests check Regent against. They are not part of the repository: a plain clone runs
 // every test on the project's own fixtures, and the corpus checks run only when REGENT_CORPORA
-// names the folder that holds them (CI sets it to ../shared/testdata). A set variable whose folder
+// names the folder that holds them (CI sets it to the shared testdata beside the clone). A set variable whose folder
 // is missing fails the test rather than skipping it, so CI can never pass by not finding them.
 package corpora
 
