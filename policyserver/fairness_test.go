@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"regent.dev/regent/policyserver/internal/guests"
+	"regent.dev/regent/tlsreload"
 )
 
 const slowAndFast = `
@@ -127,7 +128,7 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 // TestAdmissionServer_EveryPhaseOfAConnectionIsBounded: headers, the whole request (body
 // included), the answer and an idle keep-alive each have a limit, as does the header size.
 func TestAdmissionServer_EveryPhaseOfAConnectionIsBounded(t *testing.T) {
-	srv := admissionServer(http.NotFoundHandler(), &certReloader{})
+	srv := admissionServer(http.NotFoundHandler(), &tlsreload.Reloader{})
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": srv.ReadHeaderTimeout, "ReadTimeout": srv.ReadTimeout,
 		"WriteTimeout": srv.WriteTimeout, "IdleTimeout": srv.IdleTimeout,

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/tlsreload"
 )
 
 // Options configure a policy server.
@@ -107,7 +108,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return errors.New("policy server: a certificate and key file are required (admission webhooks are HTTPS only)")
 	}
-	certs, err := newCertReloader(opts.CertFile, opts.KeyFile)
+	certs, err := tlsreload.New(opts.CertFile, opts.KeyFile)
 	if err != nil {
 		return fmt.Errorf("policy server: %w", err)
 	}

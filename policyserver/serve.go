@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"regent.dev/regent/tlsreload"
 )
 
 // ServeTLS serves h over HTTPS on opts.Listener (or opts.Addr) with the certificate in
@@ -18,7 +20,7 @@ func ServeTLS(ctx context.Context, opts Options, h http.Handler) error {
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return errors.New("policy server: a certificate and key file are required (admission webhooks are HTTPS only)")
 	}
-	certs, err := newCertReloader(opts.CertFile, opts.KeyFile)
+	certs, err := tlsreload.New(opts.CertFile, opts.KeyFile)
 	if err != nil {
 		return fmt.Errorf("policy server: %w", err)
 	}
@@ -75,7 +77,7 @@ func ServeMetrics(ctx context.Context, opts Options, h http.Handler) error {
 // memory: kube-apiserver gives a webhook at most 30s, so a request not read within that is
 // abandoned anyway. ReadTimeout covers headers, the wait for a worker (the body is read only
 // once the request has one) and the body.
-func admissionServer(h http.Handler, certs *certReloader) *http.Server {
+func admissionServer(h http.Handler, certs *tlsreload.Reloader) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		TLSConfig:         &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12},

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +17,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+
+	"regent.dev/regent/tlsreload"
 )
 
 // Options configure the placement engine and its query API in the hub.
@@ -50,10 +50,10 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 		ln.Close()
 		return errors.New("placement API: a certificate, a key and a policy namespace are required")
 	}
-	certs := &certFiles{cert: opts.CertFile, key: opts.KeyFile}
-	if _, err := certs.get(nil); err != nil {
+	certs, err := tlsreload.New(opts.CertFile, opts.KeyFile)
+	if err != nil {
 		ln.Close()
-		return err
+		return fmt.Errorf("placement API: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -82,7 +82,7 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 	srv := &http.Server{
 		Handler:           &Handler{Engine: engine, Auth: NewAuthorizer(kube)},
 		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get},
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate},
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
@@ -96,36 +96,4 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 		<-done
 		return nil
 	}
-}
-
-// certFiles serves a key pair from disk, loading it again when either file's modification time
-// changes.
-type certFiles struct {
-	cert, key string
-
-	mu     sync.Mutex
-	mtimes [2]time.Time
-	pair   *tls.Certificate
-}
-
-func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	var mtimes [2]time.Time
-	for i, f := range []string{c.cert, c.key} {
-		st, err := os.Stat(f)
-		if err != nil {
-			return nil, fmt.Errorf("placement API certificate: %w", err)
-		}
-		mtimes[i] = st.ModTime()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pair != nil && mtimes == c.mtimes {
-		return c.pair, nil
-	}
-	pair, err := tls.LoadX509KeyPair(c.cert, c.key)
-	if err != nil {
-		return nil, fmt.Errorf("placement API certificate: %w", err)
-	}
-	c.pair, c.mtimes = &pair, mtimes
-	return c.pair, nil
 }

@@ -1,4 +1,7 @@
-package policyserver
+// Package tlsreload serves a certificate from a pair of files and picks up a new one when the
+// files change, so HTTPS servers (the policy server, the hub's placement API) follow rotated
+// Secrets without a restart.
+package tlsreload
 
 import (
 	"crypto/tls"
@@ -8,10 +11,10 @@ import (
 	"time"
 )
 
-// certReloader serves the certificate in a pair of files and picks up a new one when the files
+// Reloader serves the certificate in a pair of files and picks up a new one when the files
 // change (cert-manager and kubelet secret projection rotate them in place), without a restart.
 // Files are checked at most once per interval, on a TLS handshake.
-type certReloader struct {
+type Reloader struct {
 	certFile, keyFile string
 	interval          time.Duration
 
@@ -21,15 +24,16 @@ type certReloader struct {
 	checkedAt time.Time
 }
 
-func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, interval: time.Second}
+// New loads the pair, failing when it cannot be read.
+func New(certFile, keyFile string) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, interval: time.Second}
 	if err := r.reload(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *certReloader) fileStamp() (string, error) {
+func (r *Reloader) fileStamp() (string, error) {
 	var s string
 	for _, f := range []string{r.certFile, r.keyFile} {
 		fi, err := os.Stat(f)
@@ -41,7 +45,7 @@ func (r *certReloader) fileStamp() (string, error) {
 	return s, nil
 }
 
-func (r *certReloader) reload() error {
+func (r *Reloader) reload() error {
 	stamp, err := r.fileStamp()
 	if err != nil {
 		return fmt.Errorf("stat certificate: %w", err)
@@ -56,7 +60,7 @@ func (r *certReloader) reload() error {
 
 // GetCertificate keeps serving the previous certificate when the new files are unreadable or
 // half-written; the next check tries again.
-func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := time.Now(); now.Sub(r.checkedAt) >= r.interval {
