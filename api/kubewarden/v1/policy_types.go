@@ -71,6 +71,13 @@ type PolicySpec struct {
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 
+	// ReportAdmission turns the answers of a protect-mode policy into per-resource reports too
+	// (Regent's addition); a monitor-mode policy's answers always are. Reports are written off
+	// the admission path. A mutating policy's answers are not reported: its webhook sees the
+	// object before it is final and, on create, before it has a UID to name its report.
+	// +optional
+	ReportAdmission bool `json:"reportAdmission,omitempty"`
+
 	// BackgroundAudit lets audit scans evaluate the policy against existing objects.
 	// +kubebuilder:default=true
 	// +optional
