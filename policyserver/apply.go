@@ -77,7 +77,8 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 	if err != nil {
 		return nil, err
 	}
-	return &servedPolicy{Policy: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue)}, nil
+	return &servedPolicy{Policy: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
+		report: reportRef(name, pc, mode)}, nil
 }
 
 // LoadRevision loads a policy under an explicit generation (for callers that manage

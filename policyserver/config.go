@@ -15,6 +15,7 @@ import (
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/reports"
 )
 
 // PolicyMode is Kubewarden's policy mode: protect enforces the answer, monitor always admits
@@ -56,6 +57,12 @@ type PolicyConfig struct {
 	// network (http.send, net.lookup_ip_addr, …); without it a policy that calls one fails to
 	// load. Policy revisions set it only for ClusterAdmissionPolicies that ask for it.
 	AllowNetworkBuiltins bool `json:"allowNetworkBuiltins,omitempty"`
+	// ReportAdmission reports a protect-mode policy's answers as per-resource reports, as a
+	// monitor-mode policy's always are (when the server writes reports at all).
+	ReportAdmission bool `json:"reportAdmission,omitempty"`
+	// ReportAs is the policy the answers are reported under: a revision's ClusterAdmissionPolicy
+	// or AdmissionPolicy. Unset, a policy of a file is a cluster-wide policy named as in the file.
+	ReportAs *reports.PolicyRef `json:"-"`
 }
 
 // Config maps policy names to their configuration.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/reports/admission"
 	"regent.dev/regent/tlsreload"
 )
 
@@ -42,6 +43,11 @@ type Options struct {
 	PolicyWorkers, PolicyQueue int
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
+	// AdmissionReports, when set, makes the answers of monitor-mode policies and of protect-mode
+	// policies with reportAdmission into per-resource reports, written off the admission path
+	// through its Client (see package reports/admission); nil: no reports. Its Registerer and
+	// Logger are the server's.
+	AdmissionReports *admission.Options
 	// Host serves waPC policies' host capabilities (package capabilities: Kubernetes lookups,
 	// registry digests, …); calls are counted in /metrics. Nil serves none, and a policy that
 	// calls the host gets an error saying so.
@@ -91,11 +97,17 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger), nil
+	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger)
+	if err := startAdmissionReports(ctx, opts.AdmissionReports, m, s); err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close unloads every policy and stops the engine.
 func (s *Server) Close(ctx context.Context) error {
+	s.reports.close()
 	s.policies.Close()
 	return s.engine.Close(ctx)
 }

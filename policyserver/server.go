@@ -18,6 +18,7 @@ import (
 
 	"regent.dev/regent/policyserver/engine"
 	"regent.dev/regent/policyserver/registry"
+	"regent.dev/regent/reports"
 )
 
 // maxReviewBytes bounds a request body: kube-apiserver objects are at most ~3 MiB, and a review
@@ -31,6 +32,8 @@ type servedPolicy struct {
 	mode        PolicyMode
 	fingerprint string
 	limiter     *policyLimiter
+	// report is the policy its admission answers are reported under (nil: not reported).
+	report *reports.PolicyRef
 }
 
 // Server answers admission requests for the policies in its registry.
@@ -53,6 +56,8 @@ type Server struct {
 
 	applyMu     sync.Mutex
 	generations map[string]int64
+
+	reports *admissionReports
 }
 
 // Engine returns the server's evaluation engine.
@@ -212,6 +217,7 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 		mode = "audit"
 	}
 	resp, outcome := s.decide(p, key, audit, answer, err, meta.UID, request)
+	s.reportAnswer(p, key, audit, request, outcome, messageOf(resp))
 	s.metrics.evaluations.WithLabelValues(p.name, mode, outcome).Inc()
 	if err != nil {
 		s.log.Error(err, "policy evaluation failed", "policy", key.Name, "generation", key.Generation, "uid", meta.UID)

@@ -23,6 +23,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var lc lifecycle.Options
 	var useLifecycle, replicaFromHostname bool
 	var kubeconfig, leaderKubeconfig, pullCA string
+	var reportFlags admissionReportFlags
 	cmd := &cobra.Command{
 		Use:   "policy-server",
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
@@ -47,6 +48,9 @@ func newPolicyServerCommand() *cobra.Command {
 					return err
 				}
 				opts.Host = host
+				if opts.AdmissionReports, err = reportFlags.fileModeOptions(kubeconfig, opts.Logger); err != nil {
+					return err
+				}
 				return policyserver.Run(cmd.Context(), opts)
 			}
 			cfg, err := loadConfig(kubeconfig)
@@ -63,6 +67,7 @@ func newPolicyServerCommand() *cobra.Command {
 					return fmt.Errorf("--leader-kubeconfig: %w", err)
 				}
 			}
+			opts.AdmissionReports = reportFlags.lifecycleOptions()
 			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
 			return lifecycle.Run(cmd.Context(), lc)
 		},
@@ -92,6 +97,7 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
 	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
 	f.Int64Var(&lc.Pull.MaxBytes, "pull-max-bytes", pull.DefaultMaxModuleBytes, "largest module a pull accepts")
+	reportFlags.register(f)
 	return cmd
 }
 

@@ -7,8 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/registry"
+	"regent.dev/regent/reports"
 )
 
 // Condition reasons written by the policy server.
@@ -81,7 +83,19 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 	}
 	pc.ContextAwareResources = r.contextAwareResources()
 	pc.AllowNetworkBuiltins = r.allowNetworkBuiltins()
+	pc.ReportAdmission, pc.ReportAs = r.spec.ReportAdmission, r.reportAs()
 	return pc
+}
+
+// reportAs is the policy the revision's admission answers are reported under: its own
+// ClusterAdmissionPolicy or AdmissionPolicy, named as the user named it (the server's name for
+// it, clusterwide-<name> or namespaced-<ns>-<name>, is not parsed back).
+func (r revision) reportAs() *reports.PolicyRef {
+	ref := reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.Name}
+	if r.Spec.ObjectReference.Kind == kubewardenv1.KindAdmissionPolicy {
+		ref.Scope = reportsv1alpha1.PolicyScopeNamespaced
+	}
+	return &ref
 }
 
 // allowNetworkBuiltins tells whether the revision's Rego may call network built-ins: only a

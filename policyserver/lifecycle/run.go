@@ -182,6 +182,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
+	if opts.Server.AdmissionReports, err = withReportsClient(opts.Server.AdmissionReports, opts.Config); err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
 	server, err := policyserver.NewServer(ctx, opts.Server)
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 )
 
 // Names of a policy server's identity: its ServiceAccount, Role and RoleBinding in the
@@ -102,10 +103,12 @@ func replicaRules(ps string, replicaLeases []string) []rbacv1.PolicyRule {
 
 // contextRules are the cluster-wide calls of the policy server's host capabilities: can_i
 // creates SubjectAccessReviews for any policy (as in Kubewarden, it reads nothing), and
-// get_resource and the list operations read the resources its context-aware policies name. One
+// get_resource and the list operations read the resources its context-aware policies name; the
+// admission reports are written cluster-wide too (admissionReportRule). One
 // rule per API group, sorted, so the same inputs give byte-identical rules and no write.
 func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{authorizationv1.GroupName}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}}
+	rules = append(rules, admissionReportRule)
 	byGroup := map[string][]string{}
 	for _, gr := range resources {
 		if !slices.Contains(byGroup[gr.Group], gr.Resource) {
@@ -124,6 +127,12 @@ func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 	}
 	return rules
 }
+
+// admissionReportRule lets the policy server write the per-resource reports of admission answers
+// (package reports/admission): reports.Apply reads the report and creates or updates it; the
+// garbage collector, not the policy server, deletes it.
+var admissionReportRule = rbacv1.PolicyRule{APIGroups: []string{reportsv1alpha1.GroupVersion.Group},
+	Resources: []string{"resourcereports", "clusterresourcereports"}, Verbs: []string{"get", "create", "update"}}
 
 // wantedResource is a kind a policy lists in its contextAwareResources.
 type wantedResource struct {

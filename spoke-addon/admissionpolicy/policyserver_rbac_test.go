@@ -304,6 +304,8 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 		{"get", "", "secrets", testNamespace, signingSecretName("own")},
 		{"update", "policies.kubewarden.io", "policyrevisions/status", testNamespace, ""},
 		{"create", "authorization.k8s.io", "subjectaccessreviews", "", ""},
+		{"create", "reports.regent.dev", "resourcereports", "default", ""},
+		{"update", "reports.regent.dev", "clusterresourcereports", "", ""},
 	} {
 		if !serviceAccountMay(t, c, "mine", check.verb, check.group, check.resource, check.ns, check.name) {
 			t.Errorf("mine may not %s %s", check.verb, check.resource)
