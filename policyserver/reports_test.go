@@ -51,6 +51,14 @@ type reportsServer struct {
 
 func newReportsServer(t *testing.T, c client.Client, capacity int) *reportsServer {
 	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ts := newTeamServer(t, &admission.Options{Client: c, Clock: clk, Capacity: capacity})
+	return &reportsServer{testServer: ts, clock: clk, delay: admission.DefaultDelay}
+}
+
+// newTeamServer serves teamPolicies, writing admission reports with reports (nil: none).
+func newTeamServer(t testing.TB, reports *admission.Options) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	src, err := os.ReadFile(filepath.Join("testdata", "rego", "require-team-label.rego"))
 	if err != nil {
@@ -59,15 +67,11 @@ func newReportsServer(t *testing.T, c client.Client, capacity int) *reportsServe
 	if err := os.WriteFile(filepath.Join(dir, "require-team-label.rego"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Now())
-	ts := newTestServerWith(t, dir, teamPolicies, Options{
-		AdmissionReports: &admission.Options{Client: c, Clock: clk, Capacity: capacity},
-	})
-	return &reportsServer{testServer: ts, clock: clk, delay: admission.DefaultDelay}
+	return newTestServerWith(t, dir, teamPolicies, Options{AdmissionReports: reports})
 }
 
 // metric sums the server's metric name over the series whose labels include want.
-func (s *reportsServer) metric(t *testing.T, name string, want ...string) float64 {
+func (s *reportsServer) metric(t testing.TB, name string, want ...string) float64 {
 	t.Helper()
 	families, err := s.metrics.registry.Gather()
 	if err != nil {
@@ -344,7 +348,7 @@ func TestAdmissionReports_ThroughKubeAPIServer(t *testing.T) {
 }
 
 // admissionRequestFor is the AdmissionRequest a validating webhook gets for op on cm.
-func admissionRequestFor(t *testing.T, uid types.UID, op string, cm *corev1.ConfigMap) []byte {
+func admissionRequestFor(t testing.TB, uid types.UID, op string, cm *corev1.ConfigMap) []byte {
 	t.Helper()
 	obj := cm.DeepCopy()
 	obj.APIVersion, obj.Kind = "v1", "ConfigMap"
