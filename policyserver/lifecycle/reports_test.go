@@ -1,14 +1,28 @@
 package lifecycle
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/policyserver"
+	"regent.dev/regent/policyserver/internal/guests"
 	"regent.dev/regent/reports"
+	"regent.dev/regent/reports/admission"
 )
 
 // The server serves "namespaced-shop-p", but reports name the AdmissionPolicy "p" of its
@@ -32,5 +46,75 @@ func TestRevision_AnswersAreReportedUnderThePolicysOwnNameAndScope(t *testing.T)
 		if !pc.ReportAdmission {
 			t.Errorf("%s: reportAdmission did not reach the server", kind)
 		}
+	}
+}
+
+// TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName: a replica serving
+// a monitor-mode AdmissionPolicy's revision writes the report of the object it was asked about,
+// labelled pol.reports.regent.dev/<policy> = the generation it serves.
+func TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const ps, policy, ns = "reporting", "teamcheck", "shop"
+	if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	shared := e.policyServer(t, ps)
+	r := e.startReplica(t, Options{PolicyServer: ps, SharedCache: shared, Version: "v1",
+		Server: policyserver.Options{AdmissionReports: &admission.Options{}}})
+
+	root, err := guests.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "policyserver", "testdata", "rego", "require-team-label.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := regoSpec(writeFile(t, "require-team-label.rego", src))
+	spec.Mode, spec.PolicyServer = kubewardenv1.ModeMonitor, ps
+	data, _ := json.Marshal(spec)
+	ref := kubewardenv1.PolicyReference{APIVersion: "policies.kubewarden.io/v1", Kind: kubewardenv1.KindAdmissionPolicy, Namespace: ns, Name: policy}
+	rev := &kubewardenv1.PolicyRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: ref.RevisionName(3), Namespace: testNamespace, Labels: map[string]string{kubewardenv1.PolicyServerLabel: ps}},
+		Spec:       kubewardenv1.PolicyRevisionSpec{ObjectReference: ref, PolicyGeneration: 3, Enabled: true, Data: runtime.RawExtension{Raw: data}},
+	}
+	if err := e.client.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRevision(t, rev.Name, "Ready on replica 0", readyOn(0, ""))
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-team"}}
+	if err := e.client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": cm.Name, "namespace": ns, "uid": cm.UID}})
+	body, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+		"request": map[string]any{"uid": "0b5e0000-0000-4000-8000-000000000001", "operation": "UPDATE",
+			"kind":      map[string]any{"group": "", "version": "v1", "kind": "ConfigMap"},
+			"resource":  map[string]any{"group": "", "version": "v1", "resource": "configmaps"},
+			"namespace": ns, "name": cm.Name, "userInfo": map[string]any{"username": "alice"},
+			"object": json.RawMessage(obj), "oldObject": json.RawMessage(obj)}})
+	resp, err := r.client.Post(r.url+"/validate/"+ref.ServerPolicyName()+"/3", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+
+	var report reportsv1alpha1.ResourceReport
+	fleettest.Eventually(t, time.Minute, func() (bool, string) {
+		err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: string(cm.UID)}, &report)
+		return err == nil, fmt.Sprintf("report of %s: %v", cm.UID, err)
+	})
+	if got := report.Labels["pol.reports.regent.dev/"+policy]; got != "3" {
+		t.Errorf("policy label = %q, want the served generation 3 (labels %v)", got, report.Labels)
+	}
+	if len(report.Spec.Results) != 1 || report.Spec.Results[0].Policy != policy || report.Spec.Results[0].Result != admission.Fail ||
+		report.Spec.Results[0].Properties[reportsv1alpha1.PolicyScopeProperty] != "namespaced" {
+		t.Errorf("results %+v", report.Spec.Results)
 	}
 }
