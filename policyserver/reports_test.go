@@ -195,6 +195,9 @@ func TestAdmissionReports_ThroughKubeAPIServer(t *testing.T) {
 		writes++
 		s.flush(t, writes)
 		// Named by the UID the apiserver gave the object: the validating webhook's CREATE carried it.
+		if got := s.metric(t, "regent_admission_reports_skipped_total", "reason", "no_uid"); got != 0 {
+			t.Errorf("%v CREATE answers came without metadata.uid", got)
+		}
 		var r reportsv1alpha1.ResourceReport
 		if err := c.Get(ctx, client.ObjectKey{Namespace: monitorNS, Name: string(cm.UID)}, &r); err != nil {
 			t.Fatalf("report of %s: %v", cm.UID, err)
