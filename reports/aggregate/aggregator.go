@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+	"regent.dev/regent/reports"
 )
 
 // Labels on every Report the aggregator writes. LabelAggregatedBy marks ownership: only Reports
@@ -179,7 +180,7 @@ func (a *Aggregator) sources(ctx context.Context, ns string) ([]*reportsv1alpha1
 				return nil, fmt.Errorf("list cluster resource reports: %w", err)
 			}
 			for i := range list.Items {
-				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: list.Items[i].Spec.Results})
+				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: reports.WithSubjects(&list.Items[i])})
 			}
 			cont = list.Continue
 		} else {
@@ -188,7 +189,7 @@ func (a *Aggregator) sources(ctx context.Context, ns string) ([]*reportsv1alpha1
 				return nil, fmt.Errorf("list resource reports in %s: %w", ns, err)
 			}
 			for i := range list.Items {
-				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: list.Items[i].Spec.Results})
+				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: reports.WithSubjects(&list.Items[i])})
 			}
 			cont = list.Continue
 		}
