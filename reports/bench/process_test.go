@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -47,5 +48,16 @@ func TestAggregatorProcess(t *testing.T) {
 	defer stop()
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// What the aggregator's memory held and allocated over the run.
+	if path := os.Getenv("REGENT_BENCH_HEAP_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
