@@ -35,6 +35,15 @@ type Cluster struct {
 	once sync.Once
 }
 
+// EtcdURL is the client URL of the cluster's etcd: benchmarks read its /metrics for the bytes
+// their objects take.
+func (c *Cluster) EtcdURL() string {
+	if c.env == nil || c.env.ControlPlane.Etcd == nil || c.env.ControlPlane.Etcd.URL == nil {
+		return ""
+	}
+	return c.env.ControlPlane.Etcd.URL.String()
+}
+
 // startCluster runs etcd and kube-apiserver (through envtest, with parent-death wrappers), installs
 // crds, writes an admin kubeconfig and starts kube-controller-manager.
 func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {

@@ -38,7 +38,8 @@ type PolicyResults struct {
 // Desired returns the report for res once the results of every policy in set replace that
 // policy's earlier results and the policies in drop lose theirs; results of other policies are
 // kept from current, which is nil when the resource has no report yet. Every result gets the
-// policy's name, its scope property and res as its subject. current is not modified.
+// policy's name and, for a namespaced policy, its scope property; its subject is the report's
+// owner (Subject), so results name no other. current is not modified.
 func Desired(current reportsv1alpha1.Object, res Resource, source reportsv1alpha1.Source, set []PolicyResults, drop []PolicyRef) reportsv1alpha1.Object {
 	out := newReport(res.Namespace)
 	if current != nil {
@@ -64,7 +65,6 @@ func Desired(current reportsv1alpha1.Object, res Resource, source reportsv1alpha
 		delete(labels, key)
 		delete(annotations, key)
 	}
-	subject := corev1.ObjectReference{APIVersion: res.APIVersion, Kind: res.Kind, Namespace: res.Namespace, Name: res.Name, UID: res.UID}
 	for _, p := range set {
 		spec.Results = withoutPolicy(spec.Results, p.Policy)
 		key, hashed := reportsv1alpha1.PolicyLabelKey(p.Policy.Scope, p.Policy.Name)
@@ -76,10 +76,19 @@ func Desired(current reportsv1alpha1.Object, res Resource, source reportsv1alpha
 		for _, r := range p.Results {
 			r = *r.DeepCopy()
 			r.Policy = p.Policy.Name
-			r.Properties = ensure(r.Properties)
-			r.Properties[reportsv1alpha1.PolicyScopeProperty] = string(scopeOrCluster(p.Policy.Scope))
-			if len(r.Subjects) == 0 && r.ResourceSelector == nil {
-				r.Subjects = []corev1.ObjectReference{subject}
+			// Cluster scope is what a result without the property means, and the subject is
+			// the report's owner: neither is repeated in every result, which keeps a report of
+			// five results within half an etcd page (see docs/reports.md).
+			delete(r.Properties, reportsv1alpha1.PolicyScopeProperty)
+			if scopeOrCluster(p.Policy.Scope) == reportsv1alpha1.PolicyScopeNamespaced {
+				r.Properties = ensure(r.Properties)
+				r.Properties[reportsv1alpha1.PolicyScopeProperty] = string(reportsv1alpha1.PolicyScopeNamespaced)
+			}
+			if len(r.Properties) == 0 {
+				r.Properties = nil
+			}
+			if len(r.Subjects) == 1 && r.Subjects[0].UID == res.UID {
+				r.Subjects = nil
 			}
 			spec.Results = append(spec.Results, r)
 		}
@@ -90,6 +99,33 @@ func Desired(current reportsv1alpha1.Object, res Resource, source reportsv1alpha
 		annotations = nil
 	}
 	out.SetAnnotations(annotations)
+	return out
+}
+
+// Subject is the resource a per-resource report's results are about: its owner.
+func Subject(r reportsv1alpha1.Object) (corev1.ObjectReference, bool) {
+	owners := r.GetOwnerReferences()
+	if len(owners) == 0 {
+		return corev1.ObjectReference{}, false
+	}
+	o := owners[0]
+	return corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: r.GetNamespace(), Name: o.Name, UID: o.UID}, true
+}
+
+// WithSubjects returns r's results as an aggregated Report holds them: each naming its subject.
+func WithSubjects(r reportsv1alpha1.Object) []openreportsv1alpha1.ReportResult {
+	results := r.ReportSpec().Results
+	subject, ok := Subject(r)
+	if !ok {
+		return results
+	}
+	out := make([]openreportsv1alpha1.ReportResult, len(results))
+	for i, res := range results {
+		if len(res.Subjects) == 0 && res.ResourceSelector == nil {
+			res.Subjects = []corev1.ObjectReference{subject}
+		}
+		out[i] = res
+	}
 	return out
 }
 

@@ -48,10 +48,20 @@ func TestDesired_NewReportIsNamedByUIDOwnedByTheResourceAndLabelled(t *testing.T
 	if !reflect.DeepEqual(r.Labels, wantLabels) {
 		t.Errorf("labels %v, want %v", r.Labels, wantLabels)
 	}
-	want := fail
-	want.Policy, want.Properties, want.Subjects = "a", scopeOf(reportsv1alpha1.PolicyScopeCluster), []corev1.ObjectReference{cmRef}
-	if !reflect.DeepEqual(r.Spec.Results, []openreportsv1alpha1.ReportResult{want}) {
-		t.Errorf("results %+v, want %+v", r.Spec.Results, want)
+	// stored without the subject (the owner) and without the cluster scope (the default)...
+	stored := fail
+	stored.Policy = "a"
+	if !reflect.DeepEqual(r.Spec.Results, []openreportsv1alpha1.ReportResult{stored}) {
+		t.Errorf("results %+v, want %+v", r.Spec.Results, stored)
+	}
+	// ...and read back naming the resource
+	want := stored
+	want.Subjects = []corev1.ObjectReference{cmRef}
+	if got := WithSubjects(r); !reflect.DeepEqual(got, []openreportsv1alpha1.ReportResult{want}) {
+		t.Errorf("results with subjects %+v, want %+v", got, want)
+	}
+	if ScopeOf(&r.Spec.Results[0]) != reportsv1alpha1.PolicyScopeCluster {
+		t.Errorf("a result without the scope property is not cluster-wide")
 	}
 }
 

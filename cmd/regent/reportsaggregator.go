@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
@@ -37,9 +36,6 @@ func newReportsAggregatorCommand() *cobra.Command {
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:  scheme.Scheme,
 				Metrics: metricsserver.Options{BindAddress: metricsAddr},
-				// The aggregator caches every per-resource report of the cluster; their
-				// managedFields are never read and can be as large as the results.
-				Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 			})
 			if err != nil {
 				return err

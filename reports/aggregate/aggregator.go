@@ -12,15 +12,19 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+	"regent.dev/regent/reports"
 )
 
 // Labels on every Report the aggregator writes. LabelAggregatedBy marks ownership: only Reports
@@ -38,9 +42,17 @@ const (
 )
 
 // Aggregator merges the per-resource reports of each namespace it owns into openreports Reports.
+//
+// Memory is bounded by one namespace, not by the cluster: the aggregator's own informers keep
+// only the name, namespace and ownership label of each report (enough to know which namespace
+// changed), and a merge reads that namespace's reports from the apiserver page by page. Kyverno's
+// reports controller caches every report whole, which is what makes it grow with the cluster.
 type Aggregator struct {
-	// Client reads (a manager's cached client in production) and writes.
+	// Client writes Reports.
 	Client client.Client
+	// Reader reads the reports of the namespace being merged: an uncached reader (the
+	// manager's API reader) in production; Client when nil.
+	Reader client.Reader
 	// Shard selects the namespaces this aggregator owns; the zero value owns all.
 	Shard Shard
 	// Debounce is how long a namespace waits after a change before it is merged, so a burst of
@@ -51,42 +63,58 @@ type Aggregator struct {
 }
 
 // SetupWithManager watches per-resource reports and the Reports the aggregator owns (so a Report
-// edited or deleted by someone else is repaired) and enqueues their namespace.
+// edited or deleted by someone else is repaired) and enqueues their namespace. The watches run on
+// a metadata-only cache of the aggregator's own (see Aggregator), whatever the manager's cache
+// options are.
 func (a *Aggregator) SetupWithManager(mgr ctrl.Manager) error {
 	if a.Client == nil {
 		a.Client = mgr.GetClient()
+		a.Reader = mgr.GetAPIReader()
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		HTTPClient:       mgr.GetHTTPClient(),
+		DefaultTransform: minimalMetadata,
+	})
+	if err != nil {
+		return fmt.Errorf("reports aggregator cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
 	}
 	all := a.enqueueNamespace(func(client.Object) bool { return true })
 	owned := a.enqueueNamespace(func(o client.Object) bool { return o.GetLabels()[LabelAggregatedBy] == AggregatorName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		Watches(&reportsv1alpha1.ResourceReport{}, all).
-		Watches(&reportsv1alpha1.ClusterResourceReport{}, all).
-		Watches(&openreportsv1alpha1.Report{}, owned).
-		Watches(&openreportsv1alpha1.ClusterReport{}, owned).
+		WatchesRawSource(source.Kind(c, metadataOf(reportsv1alpha1.GroupVersion.WithKind("ResourceReport")), all)).
+		WatchesRawSource(source.Kind(c, metadataOf(reportsv1alpha1.GroupVersion.WithKind("ClusterResourceReport")), all)).
+		WatchesRawSource(source.Kind(c, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), owned)).
+		WatchesRawSource(source.Kind(c, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), owned)).
 		Complete(a)
 }
 
 // enqueueNamespace adds the object's namespace after the debounce; a namespace already waiting
 // keeps its earlier time, so changes coalesce instead of postponing the merge forever.
-func (a *Aggregator) enqueueNamespace(keep func(client.Object) bool) handler.EventHandler {
-	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (a *Aggregator) enqueueNamespace(keep func(client.Object) bool) handler.TypedEventHandler[*metav1.PartialObjectMetadata, reconcile.Request] {
+	add := func(o *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if o == nil || !keep(o) || !a.Shard.Owns(o.GetNamespace()) {
 			return
 		}
 		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}, a.debounce())
 	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	type obj = *metav1.PartialObjectMetadata
+	return handler.TypedFuncs[obj, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(e.Object, q)
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(e.ObjectNew, q)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(e.Object, q)
 		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(e.Object, q)
 		},
 	}
@@ -137,26 +165,45 @@ func (a *Aggregator) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
+// listPage bounds what one list response holds in memory while a namespace is read.
+const listPage = 500
+
+// sources reads the results of every per-resource report of ns, a page at a time; only the specs
+// are kept, so a page's metadata is garbage as soon as the next page arrives.
 func (a *Aggregator) sources(ctx context.Context, ns string) ([]*reportsv1alpha1.ResourceReportSpec, error) {
 	var specs []*reportsv1alpha1.ResourceReportSpec
-	if ns == "" {
-		var list reportsv1alpha1.ClusterResourceReportList
-		if err := a.Client.List(ctx, &list); err != nil {
-			return nil, fmt.Errorf("list cluster resource reports: %w", err)
+	for cont := ""; ; {
+		opts := []client.ListOption{client.Limit(listPage), client.Continue(cont)}
+		if ns == "" {
+			var list reportsv1alpha1.ClusterResourceReportList
+			if err := a.reader().List(ctx, &list, opts...); err != nil {
+				return nil, fmt.Errorf("list cluster resource reports: %w", err)
+			}
+			for i := range list.Items {
+				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: reports.WithSubjects(&list.Items[i])})
+			}
+			cont = list.Continue
+		} else {
+			var list reportsv1alpha1.ResourceReportList
+			if err := a.reader().List(ctx, &list, append(opts, client.InNamespace(ns))...); err != nil {
+				return nil, fmt.Errorf("list resource reports in %s: %w", ns, err)
+			}
+			for i := range list.Items {
+				specs = append(specs, &reportsv1alpha1.ResourceReportSpec{Results: reports.WithSubjects(&list.Items[i])})
+			}
+			cont = list.Continue
 		}
-		for i := range list.Items {
-			specs = append(specs, &list.Items[i].Spec)
+		if cont == "" {
+			return specs, nil
 		}
-		return specs, nil
 	}
-	var list reportsv1alpha1.ResourceReportList
-	if err := a.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list resource reports in %s: %w", ns, err)
+}
+
+func (a *Aggregator) reader() client.Reader {
+	if a.Reader != nil {
+		return a.Reader
 	}
-	for i := range list.Items {
-		specs = append(specs, &list.Items[i].Spec)
-	}
-	return specs, nil
+	return a.Client
 }
 
 // owned returns the Reports (ClusterReports for "") of ns that the aggregator wrote, by name.
@@ -165,7 +212,7 @@ func (a *Aggregator) owned(ctx context.Context, ns string) (map[string]client.Ob
 	mine := client.MatchingLabels{LabelAggregatedBy: AggregatorName}
 	if ns == "" {
 		var list openreportsv1alpha1.ClusterReportList
-		if err := a.Client.List(ctx, &list, mine); err != nil {
+		if err := a.reader().List(ctx, &list, mine); err != nil {
 			return nil, fmt.Errorf("list cluster reports: %w", err)
 		}
 		for i := range list.Items {
@@ -174,7 +221,7 @@ func (a *Aggregator) owned(ctx context.Context, ns string) (map[string]client.Ob
 		return out, nil
 	}
 	var list openreportsv1alpha1.ReportList
-	if err := a.Client.List(ctx, &list, client.InNamespace(ns), mine); err != nil {
+	if err := a.reader().List(ctx, &list, client.InNamespace(ns), mine); err != nil {
 		return nil, fmt.Errorf("list reports in %s: %w", ns, err)
 	}
 	for i := range list.Items {
@@ -218,8 +265,8 @@ func (a *Aggregator) write(ctx context.Context, ns string, d Desired, cur client
 	}
 	if err := a.Client.Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) {
-			// The cache was behind our own last write; the write's event requeues the namespace.
-			return fmt.Errorf("update report %s/%s (stale read, retried): %w", ns, d.Name, err)
+			// Someone wrote the Report between our read and write; its event requeues the namespace.
+			return fmt.Errorf("update report %s/%s (concurrent write, retried): %w", ns, d.Name, err)
 		}
 		return fmt.Errorf("update report %s/%s: %w", ns, d.Name, err)
 	}

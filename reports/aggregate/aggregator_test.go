@@ -261,3 +261,23 @@ func TestAggregator_SplitsAReportPastMaxResultsAndShrinksItBack(t *testing.T) {
 	waitFor(t, c, ns,
 		summary{Name: "cpol-p", Summary: openreportsv1alpha1.ReportSummary{Fail: 2}, Results: []string{"p/fail/cm-0", "p/fail/cm-1"}})
 }
+
+// A namespace is read a page at a time (500 reports); every page's results reach the Report.
+func TestAggregator_ReadsANamespaceLargerThanAPage(t *testing.T) {
+	c := newClient(t)
+	ns := createNamespace(t, c, "paged").Name
+	const n = 503
+	for i := range n {
+		cm := createConfigMap(t, c, ns, fmt.Sprintf("cm-%03d", i))
+		record(t, c, resourceOf(cm, "v1", "ConfigMap"), clusterPol("p"), []openreportsv1alpha1.Result{"pass", "fail"}[i%2])
+	}
+	startAggregator(t, aggregate.Shard{}, 0)
+	eventually(t, time.Minute, func() (bool, string) {
+		got := aggregated(t, c, ns)
+		if len(got) != 1 || len(got[0].Results) != n {
+			return false, fmt.Sprintf("want one Report of %d results, got %d Reports", n, len(got))
+		}
+		want := openreportsv1alpha1.ReportSummary{Pass: (n + 1) / 2, Fail: n / 2}
+		return got[0].Summary == want, fmt.Sprintf("summary %+v, want %+v", got[0].Summary, want)
+	})
+}

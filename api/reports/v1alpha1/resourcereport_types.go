@@ -9,8 +9,9 @@ import (
 // ResourceReportSpec is what a per-resource report holds: the results of every policy evaluated
 // against the resource, in the openreports result format so the aggregator copies them unchanged.
 type ResourceReportSpec struct {
-	// Results of the policies evaluated against the resource; every result's resources list names
-	// the resource. A result's properties carry PolicyScopeProperty.
+	// Results of the policies evaluated against the resource. A result names no resource: its
+	// subject is the report's owner, and the aggregator adds it. A namespaced policy's result
+	// carries PolicyScopeProperty; a result without it is a cluster-wide policy's.
 	// +optional
 	// +listType=atomic
 	Results []openreportsv1alpha1.ReportResult `json:"results,omitempty"`
