@@ -14,6 +14,7 @@ import (
 
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/reports"
 )
 
 func TestQueue_AnswerBecomesAReportNamedByUIDOwnedAndLabelledWithThePolicyVersion(t *testing.T) {
@@ -42,8 +43,10 @@ func TestQueue_AnswerBecomesAReportNamedByUIDOwnedAndLabelledWithThePolicyVersio
 	}
 	res := r.Spec.Results[0]
 	if res.Result != Fail || res.Policy != "require-team" || res.Rule != "require-team" || res.Description != "label team is missing" ||
-		res.Source != ResultSource || res.Properties[reportsv1alpha1.PolicyScopeProperty] != "cluster" ||
-		len(res.Subjects) != 1 || res.Subjects[0].UID != cm.UID {
+		res.Source != ResultSource || reports.ScopeOf(&res) != reportsv1alpha1.PolicyScopeCluster {
+		t.Errorf("result %+v", res)
+	}
+	if s := reports.WithSubjects(r)[0].Subjects; len(s) != 1 || s[0].UID != cm.UID {
 		t.Errorf("result %+v", res)
 	}
 }
