@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime/debug"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +21,7 @@ import (
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
 	"regent.dev/regent/hub/propagator"
 	"regent.dev/regent/hub/rollout"
+	"regent.dev/regent/memlimit"
 )
 
 // scheme holds the kinds the hub reads and writes.
@@ -40,12 +39,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Config == nil {
 		return errors.New("hub: no rest config for the hub apiserver")
 	}
-	switch {
-	case opts.MemoryLimit > 0:
-		debug.SetMemoryLimit(opts.MemoryLimit)
-	case opts.MemoryLimit == 0 && os.Getenv("GOMEMLIMIT") == "":
-		adaptMemoryLimit(ctx, DefaultMemoryLimit)
-	}
+	memlimit.Apply(ctx, opts.MemoryLimit, DefaultMemoryLimit)
 	mgr, err := NewManager(opts.Config, opts)
 	if err != nil {
 		return err

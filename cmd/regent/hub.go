@@ -27,12 +27,8 @@ func newHubCommand() *cobra.Command {
 				return err
 			}
 			opts.Config = cfg
-			if memoryLimit != "" {
-				q, err := resource.ParseQuantity(memoryLimit)
-				if err != nil {
-					return fmt.Errorf("--memory-limit: %w", err)
-				}
-				opts.MemoryLimit = q.Value()
+			if opts.MemoryLimit, err = parseMemoryLimit(memoryLimit); err != nil {
+				return err
 			}
 			if maxReplicated != "" {
 				q, err := resource.ParseQuantity(maxReplicated)

@@ -8,11 +8,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/memlimit"
 	"regent.dev/regent/reports/aggregate"
 )
 
 func newReportsAggregatorCommand() *cobra.Command {
-	var kubeconfig, shard, metricsAddr string
+	var kubeconfig, shard, metricsAddr, memoryLimit string
 	a := &aggregate.Aggregator{}
 	cmd := &cobra.Command{
 		Use:   "reports-aggregator",
@@ -29,6 +30,11 @@ func newReportsAggregatorCommand() *cobra.Command {
 			if a.MaxResults < 1 || a.Debounce < 0 {
 				return fmt.Errorf("--max-results-per-report must be at least 1 and --debounce not negative")
 			}
+			limit, err := parseMemoryLimit(memoryLimit)
+			if err != nil {
+				return err
+			}
+			memlimit.Apply(cmd.Context(), limit, aggregate.DefaultMemoryLimit)
 			cfg, err := loadConfig(kubeconfig)
 			if err != nil {
 				return err
@@ -53,5 +59,6 @@ func newReportsAggregatorCommand() *cobra.Command {
 	f.DurationVar(&a.Debounce, "debounce", aggregate.DefaultDebounce, "wait after a namespace's reports change before merging it")
 	f.IntVar(&a.MaxResults, "max-results-per-report", aggregate.DefaultMaxResults, "results per Report before it is split into numbered parts")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 32Mi and 1.25x the live heap; negative: none")
 	return cmd
 }

@@ -306,3 +306,8 @@ func fill(obj client.Object, d Desired) {
 		r.Source, r.Summary, r.Results = ReportSource, d.Summary, d.Results
 	}
 }
+
+// DefaultMemoryLimit is the floor of the adaptive soft memory limit `regent reports-aggregator`
+// runs with (see package memlimit): its live heap is a few MiB of metadata, while a merge
+// allocates and frees about its namespace's reports' size; measured in docs/benchmarks.md.
+const DefaultMemoryLimit = 32 << 20

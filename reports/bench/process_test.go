@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/memlimit"
 	"regent.dev/regent/reports/aggregate"
 )
 
@@ -46,6 +48,9 @@ func TestAggregatorProcess(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	// as `regent reports-aggregator --memory-limit` (unset: adaptive)
+	limit, _ := strconv.ParseInt(os.Getenv("REGENT_BENCH_AGGREGATOR_MEMORY_LIMIT"), 10, 64)
+	memlimit.Apply(ctx, limit, aggregate.DefaultMemoryLimit)
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package hub
+package memlimit
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-func TestAdaptMemoryLimit_KeepsTheFloorThenRestores(t *testing.T) {
+func TestAdapt_KeepsTheFloorThenRestores(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	ctx, cancel := context.WithCancel(context.Background())
-	adaptMemoryLimit(ctx, 1<<40)
+	adapt(ctx, 1<<40)
 	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
 		t.Errorf("limit %d, want the floor %d", got, int64(1<<40))
 	}
