@@ -4,12 +4,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -24,13 +26,29 @@ func main() {
 }
 
 func newRootCommand() *cobra.Command {
+	// controller-runtime's zap flags (--zap-log-level, --zap-encoder, …) on every subcommand, as
+	// operators built with controller-runtime have them.
+	logOpts := zap.Options{}
+	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
+	logOpts.BindFlags(logFlags)
 	root := &cobra.Command{
-		Use:              "regent",
-		Short:            "Regent governs a fleet of Kubernetes clusters from one OCM hub",
-		SilenceUsage:     true,
-		SilenceErrors:    true,
-		PersistentPreRun: func(*cobra.Command, []string) { ctrl.SetLogger(zap.New()) },
+		Use:           "regent",
+		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			logger := zap.New(zap.UseFlagOptions(&logOpts))
+			ctrl.SetLogger(logger)
+			// client-go and the apiserver libraries log through klog: the same sink, the
+			// same format.
+			klog.SetLogger(logger)
+			if cmd.Name() != "version" {
+				v := currentVersion()
+				logger.Info("regent starting", "command", cmd.Name(), "version", v.Version, "revision", v.Revision, "go", v.GoVersion)
+			}
+		},
 	}
-	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand(), newReportsAggregatorCommand())
+	root.PersistentFlags().AddGoFlagSet(logFlags)
+	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand(), newReportsAggregatorCommand(), newVersionCommand())
 	return root
 }
