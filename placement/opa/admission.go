@@ -108,11 +108,19 @@ func (a *Admission) handle(ctx context.Context, req admission.Request) (admissio
 			ns.SetAPIVersion("v1")
 			ns.SetKind("Namespace")
 			ns.SetName(req.Namespace)
+			// So the Event lands in the namespace itself, beside its Placements' Events.
+			ns.SetNamespace(req.Namespace)
 			return ns
 		}
 		return placement
 	}
 	name := req.Namespace + "/" + placement.GetName()
+	// The webhook is registered with sideEffects NoneOnDryRun: a dry-run request leaves no Event.
+	event := func(obj *unstructured.Unstructured, typ, reason, msg string) {
+		if req.DryRun == nil || !*req.DryRun {
+			a.recorder.Event(obj, typ, reason, msg)
+		}
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, a.budget)
 	defer cancel()
@@ -127,11 +135,11 @@ func (a *Admission) handle(ctx context.Context, req admission.Request) (admissio
 	if evalErr != nil {
 		if a.policiesExist() {
 			msg := fmt.Sprintf("placement policy could not be evaluated, and placement policies exist, so Regent fails closed: %v", evalErr)
-			a.recorder.Event(subject(), corev1.EventTypeWarning, ReasonEvalFailed, msg)
+			event(subject(), corev1.EventTypeWarning, ReasonEvalFailed, msg)
 			return admission.Denied(msg), "failed_closed"
 		}
 		msg := fmt.Sprintf("placement policy could not be evaluated; no placement policy exists, so Regent admits it unchanged: %v", evalErr)
-		a.recorder.Event(subject(), corev1.EventTypeWarning, ReasonFailedOpen, msg)
+		event(subject(), corev1.EventTypeWarning, ReasonFailedOpen, msg)
 		return admission.Allowed("").WithWarnings(msg), "failed_open"
 	}
 
@@ -139,24 +147,24 @@ func (a *Admission) handle(ctx context.Context, req admission.Request) (admissio
 	if len(ans.Errors) > 0 {
 		msg := "placement policy denies " + name + ": " + strings.Join(ans.Errors, "; ")
 		if req.Operation == admissionv1.Create {
-			a.recorder.Event(subject(), corev1.EventTypeWarning, ReasonDenied, msg)
+			event(subject(), corev1.EventTypeWarning, ReasonDenied, msg)
 			return admission.Denied(msg), "denied"
 		}
 		changed, err := authorIntentChanged(req.OldObject.Raw, obj)
 		if err != nil || changed {
-			a.recorder.Event(subject(), corev1.EventTypeWarning, ReasonDenied, msg)
+			event(subject(), corev1.EventTypeWarning, ReasonDenied, msg)
 			return admission.Denied(msg), "denied"
 		}
 		// The author did not change what they ask for (a label edit, Regent's own remediation):
 		// refusing would not make the Placement compliant and would block narrowing it, so the
 		// answer is applied and the violation reported.
-		a.recorder.Event(placement, corev1.EventTypeWarning, ReasonNonCompliant, msg)
+		event(placement, corev1.EventTypeWarning, ReasonNonCompliant, msg)
 		warnings = append(warnings, msg)
 	}
 	merged, changed, err := mergeAnswer(obj, ans)
 	if err != nil {
 		msg := fmt.Sprintf("apply the placement policy's answer to %s: %v", name, err)
-		a.recorder.Event(subject(), corev1.EventTypeWarning, ReasonEvalFailed, msg)
+		event(subject(), corev1.EventTypeWarning, ReasonEvalFailed, msg)
 		return admission.Denied(msg), "failed_closed"
 	}
 	if !changed {
