@@ -83,7 +83,7 @@ flavour := "b" if input.placement.metadata.name == "boom"
 `
 
 type placementEnv struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	f        *fleet.Fleet
 	admin    client.Client
@@ -96,7 +96,7 @@ type placementEnv struct {
 // --placement-api-addr` does, under the hub's ServiceAccount. With webhook the apiserver calls
 // the webhook through deploy/hub/placement-webhook.yaml's configuration (pointed at the test's
 // listener).
-func startPlacementEnv(t *testing.T, admission AdmissionOptions, webhook bool) *placementEnv {
+func startPlacementEnv(t testing.TB, admission AdmissionOptions, webhook bool) *placementEnv {
 	t.Helper()
 	f := fleettest.Start(t, fleet.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -156,7 +156,7 @@ func (e *placementEnv) applyYAML(path string) {
 	}
 }
 
-func readManifests(t *testing.T, path string) []*unstructured.Unstructured {
+func readManifests(t testing.TB, path string) []*unstructured.Unstructured {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
