@@ -440,6 +440,8 @@ func TestPlacementAdmission_EUPCIEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("LeastPrivilege", func(t *testing.T) { testLeastPrivilege(t, e) })
+
 	t.Run("FailsClosedWhenThePolicyCannotBeEvaluated", func(t *testing.T) {
 		e.policy("broken-for-boom", brokenForBoom)
 		err := e.admin.Create(e.ctx, newPlacement("payments", "boom"))
@@ -453,6 +455,24 @@ func TestPlacementAdmission_EUPCIEndToEnd(t *testing.T) {
 			t.Errorf("fine was not given the selector: %v", p.Annotations)
 		}
 	})
+}
+
+// The hub's identity reaches Placements only through patch: it cannot create or delete them, nor
+// read ConfigMaps outside its own namespace.
+func testLeastPrivilege(t *testing.T, e *placementEnv) {
+	c, err := client.New(e.identity, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+	forbidden("delete a Placement", c.Delete(e.ctx, newPlacement("payments", "pl")))
+	forbidden("create a Placement", c.Create(e.ctx, newPlacement("payments", "sneaky")))
+	forbidden("list ConfigMaps of another namespace", c.List(e.ctx, &corev1.ConfigMapList{}, client.InNamespace("payments")))
 }
 
 // Dry run: the remediator reports what the policy would change, as Events, and changes nothing.

@@ -77,8 +77,8 @@ type Remediator struct {
 	all     bool
 	pending map[string]bool
 	wake    chan struct{}
-	// reported is, per Placement UID, the policy errors last reported in an Event, so a pass that
-	// finds the same violation again does not repeat it.
+	// reported is, per Placement UID, the policy errors (or the failure) last reported in an
+	// Event, so a pass that finds the same again does not repeat it.
 	reported map[types.UID]string
 }
 
@@ -158,6 +158,14 @@ func (r *Remediator) Start(ctx context.Context) error {
 				r.notify(key)
 			}
 		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				r.setReported(u.GetUID(), "")
+			}
+		},
 	}); err != nil {
 		return err
 	}
@@ -235,8 +243,12 @@ func (r *Remediator) pass(ctx context.Context, objs []map[string]any) {
 		name := u.GetNamespace() + "/" + u.GetName()
 		if c.err != nil {
 			remediations.WithLabelValues("failed", dry).Inc()
-			r.recorder.Eventf(u, corev1.EventTypeWarning, ReasonEvalFailed, "re-evaluate the placement policy: %v", c.err)
-			log.Error(c.err, "re-evaluate placement", "placement", name)
+			// Every inventory change re-evaluates: say each distinct failure once.
+			if msg := "failed: " + c.err.Error(); msg != r.lastReported(u.GetUID()) {
+				r.setReported(u.GetUID(), msg)
+				r.recorder.Eventf(u, corev1.EventTypeWarning, ReasonEvalFailed, "re-evaluate the placement policy: %v", c.err)
+				log.Error(c.err, "re-evaluate placement", "placement", name)
+			}
 			continue
 		}
 		if msg := strings.Join(c.errors, "; "); msg != r.lastReported(u.GetUID()) {
