@@ -125,7 +125,8 @@ func (a *Admission) handle(ctx context.Context, req admission.Request) (admissio
 	ctx, cancel := context.WithTimeout(ctx, a.budget)
 	defer cancel()
 	var ans Answer
-	var evalErr error
+	// Stays the error if the deadline passes before the first evaluation.
+	evalErr := errors.New("no evaluation before the admission deadline")
 	_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 12, Cap: 2 * time.Second},
 		func(ctx context.Context) (bool, error) {
 			ans, evalErr = a.evaluator.evaluate(ctx, string(req.Operation), obj)
