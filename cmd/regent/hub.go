@@ -72,6 +72,10 @@ func newHubCommand() *cobra.Command {
 	f.StringVar(&placement.CertFile, "placement-api-cert-file", "", "serving certificate of the placement query API, re-read when it changes")
 	f.StringVar(&placement.KeyFile, "placement-api-key-file", "", "serving key of the placement query API")
 	f.StringVar(&placement.Namespace, "placement-policy-namespace", "regent-system", "namespace of the ConfigMaps labelled regent.dev/placement-policy=rego")
+	f.StringVar(&placement.Admission.Package, "placement-admission-package", opa.DefaultAdmissionPackage, "Rego package whose document answers for each Placement (errors, annotations, requiredClusterSelector, predicates); the webhook is served at "+opa.AdmissionPath+" on --placement-api-addr")
+	f.DurationVar(&placement.Admission.Budget, "placement-admission-budget", opa.DefaultAdmissionBudget, "time one Placement admission may take, retries of transient errors included; keep it under the webhook's timeoutSeconds")
+	f.BoolVar(&placement.Admission.Disabled, "placement-admission-disabled", false, "serve no Placement webhook and run no remediator (the query API only)")
+	f.BoolVar(&placement.Admission.DryRun, "placement-remediation-dry-run", false, "the remediator only reports (Events PlacementWouldRemediate, log, regent_placement_remediations_total) what it would change on Placements")
 	f.StringArrayVar(&placementInventory, "placement-inventory", nil, "group/version/resource replicated into the placement engine besides ManagedClusters, ManagedClusterSets(Bindings) and AddOnPlacementScores (core group: /v1/namespaces); repeatable")
 	return cmd
 }

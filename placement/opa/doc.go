@@ -31,4 +31,14 @@
 //     with nonResourceAttributes path=/v1/data/<path> and verb = the lower-cased HTTP method (get,
 //     post), so RBAC grants it with nonResourceURLs: ["/v1/data/*"], verbs: ["get","post"].
 //     Decisions are cached for a few seconds per (token, verb, path).
+//   - Placements are admitted by a mutating webhook served on the API's listener (AdmissionPath):
+//     the package --placement-admission-package (default regent.placement) is evaluated with
+//     input {operation, placement (as its author wrote it), namespace {name, labels}}; its
+//     errors deny, its annotations are merged (the answer wins), and its requiredClusterSelector
+//     or predicates are ANDed into every predicate of the Placement (OCM ORs predicates), the
+//     author's part and Regent's kept apart in AppliedAnnotation so the merge is a fixed point.
+//     Failures deny once any placement policy ConfigMap exists and admit while none does;
+//     transient ones are retried within a budget. The remediator re-evaluates every Placement
+//     when the policies or the inventory change and patches those whose answer changed (or, dry
+//     run, only reports them). docs/placement-admission.md is the user's guide.
 package opa

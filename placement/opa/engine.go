@@ -30,6 +30,9 @@ type Engine struct {
 	// compiler is the last set that compiled; queries read it with prepared.
 	compiler *ast.Compiler
 	prepared *sync.Map // query path → *rego.PreparedEvalQuery for compiler
+
+	// onSwap are called after each change of the loaded modules (the remediator re-evaluates).
+	onSwap []func()
 }
 
 // NewEngine returns an engine with no modules and an empty store.
@@ -93,7 +96,11 @@ func (e *Engine) swap(c *ast.Compiler) {
 	e.state.Lock()
 	e.compiler = c
 	e.prepared = &sync.Map{}
+	hooks := e.onSwap
 	e.state.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 func compileSources(sources map[string]map[string]string) (*ast.Compiler, error) {

@@ -32,6 +32,9 @@ type Options struct {
 	Namespace string
 	// Inventory is replicated besides DefaultInventory.
 	Inventory []schema.GroupVersionResource
+	// Admission configures the Placement webhook (served at AdmissionPath on Addr) and the
+	// remediator.
+	Admission AdmissionOptions
 }
 
 // Run loads policies, replicates the inventory and serves the data API on opts.Addr until ctx
@@ -71,7 +74,8 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "regent-placement"})
 
 	engine := NewEngine()
-	if err := NewPolicies(engine, kube, opts.Namespace, recorder).Start(ctx); err != nil {
+	policies := NewPolicies(engine, kube, opts.Namespace, recorder)
+	if err := policies.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
@@ -79,8 +83,18 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 		ln.Close()
 		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/", &Handler{Engine: engine, Auth: NewAuthorizer(kube)})
+	if !opts.Admission.Disabled {
+		admit, err := startAdmission(ctx, engine, policies, kube, dyn, recorder, opts.Admission)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		mux.Handle(AdmissionPath, admit.Handler())
+	}
 	srv := &http.Server{
-		Handler:           &Handler{Engine: engine, Auth: NewAuthorizer(kube)},
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate},
 	}

@@ -117,13 +117,16 @@ func testServe(t *testing.T, h *hubEnv) {
 	}
 }
 
-// placementRules are all the hub's identity needs for the placement engine and its API (the
-// deploy/hub RBAC must grant them before the flag is turned on there): reviews for the API's
-// callers, the inventory's list/watch, and events.
+// placementRules are all the hub's identity needs for the placement engine, its API, the
+// Placement webhook and the remediator (deploy/hub/rbac.yaml's regent-hub-placement grants the
+// same): reviews for the API's callers, the inventory's list/watch, namespace labels, Placements
+// watched and patched, and events.
 var placementRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 	{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters", "managedclustersets", "managedclustersetbindings", "addonplacementscores"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"placements"}, Verbs: []string{"list", "watch", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 }
 
