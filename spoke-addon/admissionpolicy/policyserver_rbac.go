@@ -108,7 +108,7 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 	ctxName := contextRoleName(ps.Name)
 	cluster := metav1.ObjectMeta{Name: ctxName, Labels: labels}
 	if err := r.ensure(ctx, ps, &rbacv1.ClusterRole{ObjectMeta: cluster}, func(o client.Object) {
-		o.(*rbacv1.ClusterRole).Rules = contextRules(resources)
+		o.(*rbacv1.ClusterRole).Rules = append(contextRules(resources), backgroundScanRules()...)
 	}); err != nil {
 		return nil, nil, err
 	}

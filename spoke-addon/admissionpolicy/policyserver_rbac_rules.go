@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 )
 
 // Names of a policy server's identity: its ServiceAccount, Role and RoleBinding in the
@@ -123,6 +124,21 @@ func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"get", "list", "watch"}})
 	}
 	return rules
+}
+
+// backgroundScanRules are the cluster-wide calls of the background scan (package
+// reports/background), which the leader runs: as Kubewarden's audit scanner, it reads every kind
+// a policy with backgroundAudit may name (so any kind; the scan itself limits what it reads to
+// what the policies' rules name, and context-aware policies' lookups stay limited to their
+// contextAwareResources in the host capabilities), writes the per-resource reports, and
+// records an event on a policy whose scan fails.
+func backgroundScanRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{reportsv1alpha1.GroupVersion.Group}, Resources: []string{"resourcereports", "clusterresourcereports"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
 }
 
 // wantedResource is a kind a policy lists in its contextAwareResources.

@@ -110,3 +110,20 @@ func TestResolveResources_UnknownKindsAreReportedAndSkipped(t *testing.T) {
 		t.Errorf("unknown = %q", unknown)
 	}
 }
+
+func TestBackgroundScanRules_ReadEverythingWriteOnlyReportsAndEvents(t *testing.T) {
+	for _, r := range backgroundScanRules() {
+		writes := slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+		if !writes {
+			continue
+		}
+		if slices.Contains(r.APIGroups, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.Verbs, "*") {
+			t.Errorf("%+v writes with a wildcard", r)
+		}
+		for _, res := range r.Resources {
+			if res != "resourcereports" && res != "clusterresourcereports" && res != "events" {
+				t.Errorf("%+v writes %s", r, res)
+			}
+		}
+	}
+}
