@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,10 @@ const (
 	producedByScan     = "background-scan"
 )
 
+// notReadyRetry is when a resource is tried again after its policy was not loaded or the server
+// was busy.
+const notReadyRetry = 2 * time.Second
+
 func (s *Scanner) processNext(ctx context.Context) bool {
 	k, shutdown := s.queue.Get()
 	if shutdown {
@@ -37,10 +42,14 @@ func (s *Scanner) processNext(ctx context.Context) bool {
 	case err == nil:
 		s.queue.Forget(k)
 	case ctx.Err() != nil:
+	case errors.Is(err, policyserver.ErrNotLoaded) || errors.Is(err, policyserver.ErrBusy):
+		// Not a failure: this replica is loading the generation, or admission holds every
+		// slot. Retried at a steady pace rather than backing off for minutes.
+		s.restoreForce(k, force)
+		s.queue.Forget(k)
+		s.queue.AddAfter(k, notReadyRetry)
 	default:
-		if !errors.Is(err, policyserver.ErrNotLoaded) && !errors.Is(err, policyserver.ErrBusy) {
-			s.log.Error(err, "scan failed; retrying", "namespace", k.namespace, "uid", k.uid)
-		}
+		s.log.Error(err, "scan failed; retrying", "namespace", k.namespace, "uid", k.uid)
 		s.restoreForce(k, force)
 		s.queue.AddRateLimited(k)
 	}
@@ -64,6 +73,7 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 	}
 	want := map[policyID]bool{}
 	var set []reports.PolicyResults
+	var retry error
 	if obj != nil {
 		var nsLabels map[string]string
 		if t.namespaced {
@@ -86,7 +96,10 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 			resp, outcome, err := s.eval.Audit(ctx, p.server, p.generation, req)
 			if err != nil {
 				s.metrics.errors.WithLabelValues("evaluate").Inc()
-				return fmt.Errorf("evaluate %s with %s: %w", obj.GetName(), p.server, err)
+				// The other policies' results are still written; this one is retried.
+				retry = fmt.Errorf("evaluate %s with %s: %w", obj.GetName(), p.server, err)
+				want[id] = true
+				continue
 			}
 			s.metrics.evaluations.WithLabelValues(outcome).Inc()
 			r := resultOf(p.ref.Name, resp, outcome)
@@ -99,13 +112,13 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 		return err
 	}
 	if len(set) == 0 && len(drop) == 0 {
-		return nil
+		return retry
 	}
 	res := resourceOf(k, obj, t, rep)
 	if res == nil {
-		return nil
+		return retry
 	}
-	if len(set) == 0 && rep != nil && len(policyLabels(rep.Labels)) == len(drop) {
+	if len(set) == 0 && retry == nil && rep != nil && len(policyLabels(rep.Labels)) == len(drop) {
 		return s.deleteReport(ctx, k, rep)
 	}
 	changed, err := reports.Apply(ctx, s.api, *res, reportsv1alpha1.SourceBackground, set, drop)
@@ -116,7 +129,7 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 	if changed {
 		s.metrics.writes.WithLabelValues("apply").Inc()
 	}
-	return nil
+	return retry
 }
 
 // lookup finds a watched object by its UID.
