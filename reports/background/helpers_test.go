@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
@@ -88,8 +89,14 @@ func newEnv(t *testing.T) *env {
 // start runs the scan until the test ends.
 func (e *env) start(t *testing.T, interval time.Duration) {
 	t.Helper()
+	e.startAs(t, cluster.Config, interval)
+}
+
+// startAs runs the scan with cfg's identity until the test ends.
+func (e *env) startAs(t *testing.T, cfg *rest.Config, interval time.Duration) {
+	t.Helper()
 	s, err := New(Options{
-		Config: cluster.Config, Namespace: e.ns, PolicyServer: e.ns, Interval: interval, Workers: 2,
+		Config: cfg, Namespace: e.ns, PolicyServer: e.ns, Interval: interval, Workers: 2,
 		Registerer: prometheus.NewRegistry(),
 	}, e.counted)
 	if err != nil {
