@@ -67,7 +67,7 @@ func (c *countingEvaluator) count(policy string) int {
 	return c.n[policy]
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -87,13 +87,13 @@ func newEnv(t *testing.T) *env {
 }
 
 // start runs the scan until the test ends.
-func (e *env) start(t *testing.T, interval time.Duration) {
+func (e *env) start(t testing.TB, interval time.Duration) {
 	t.Helper()
 	e.startAs(t, cluster.Config, interval)
 }
 
 // startAs runs the scan with cfg's identity until the test ends.
-func (e *env) startAs(t *testing.T, cfg *rest.Config, interval time.Duration) {
+func (e *env) startAs(t testing.TB, cfg *rest.Config, interval time.Duration) {
 	t.Helper()
 	s, err := New(Options{
 		Config: cfg, Namespace: e.ns, PolicyServer: e.ns, Interval: interval, Workers: 2,
@@ -126,13 +126,13 @@ func (e *env) writes(verb string) float64 {
 	return testutil.ToFloat64(e.scanner.metrics.writes.WithLabelValues(verb))
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
 
-func createNamespace(t *testing.T, c client.Client, prefix string, labels map[string]string) string {
+func createNamespace(t testing.TB, c client.Client, prefix string, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
 	if err := c.Create(ctx(t), ns); err != nil {
@@ -141,7 +141,7 @@ func createNamespace(t *testing.T, c client.Client, prefix string, labels map[st
 	return ns.Name
 }
 
-func createConfigMap(t *testing.T, c client.Client, ns, name string, labels map[string]string) *corev1.ConfigMap {
+func createConfigMap(t testing.TB, c client.Client, ns, name string, labels map[string]string) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 	if err := c.Create(ctx(t), cm); err != nil {
@@ -168,12 +168,25 @@ func configMapPolicy(label, scope string) kubewardenv1.PolicySpec {
 // publish makes generation gen of the policy ref the serving one: it is loaded into the server
 // and its revision is created, labelled serving, with every other revision of the policy deleted
 // (as the controller leaves it once the webhook moved).
-func (e *env) publish(t *testing.T, ref kubewardenv1.PolicyReference, gen int64, spec kubewardenv1.PolicySpec) {
+func (e *env) publish(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, spec kubewardenv1.PolicySpec) {
+	t.Helper()
+	e.load(t, ref, gen, spec)
+	e.serve(t, ref, gen, spec)
+}
+
+// load loads generation gen of ref into the server, as every replica does before the webhook
+// (and so the serving label) moves to it.
+func (e *env) load(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, spec kubewardenv1.PolicySpec) {
 	t.Helper()
 	pc := policyserver.PolicyConfig{Module: e.module, ExecutionMode: "opa", Mode: policyserver.ModeMonitor, Settings: spec.Settings.Raw}
 	if err := e.server.LoadRevision(ctx(t), registry.Key{Name: ref.ServerPolicyName(), Generation: gen}, pc); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serve creates the serving revision of a loaded generation.
+func (e *env) serve(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, spec kubewardenv1.PolicySpec) {
+	t.Helper()
 	data, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +229,7 @@ func policyObject(ref kubewardenv1.PolicyReference) client.Object {
 
 // unpublish deletes the revisions of ref except generation keep; with keep 0, also the policy,
 // as when a user deletes it.
-func (e *env) unpublish(t *testing.T, ref kubewardenv1.PolicyReference, keep int64) {
+func (e *env) unpublish(t testing.TB, ref kubewardenv1.PolicyReference, keep int64) {
 	t.Helper()
 	if keep == 0 {
 		if err := e.c.Delete(ctx(t), policyObject(ref)); err != nil && !apierrors.IsNotFound(err) {
@@ -249,7 +262,7 @@ func namespacedPolicy(ns, name string) kubewardenv1.PolicyReference {
 
 // reportsIn lists ns's ResourceReports as "<configmap>: <policy>=<result>@<version> ..." lines,
 // sorted, the form the tests compare.
-func reportsIn(t *testing.T, c client.Client, ns, suffix string) []string {
+func reportsIn(t testing.TB, c client.Client, ns, suffix string) []string {
 	t.Helper()
 	var list reportsv1alpha1.ResourceReportList
 	if err := c.List(ctx(t), &list, client.InNamespace(ns)); err != nil {
@@ -274,7 +287,7 @@ func reportsIn(t *testing.T, c client.Client, ns, suffix string) []string {
 }
 
 // reportsAre waits until ns's reports are want.
-func (e *env) reportsAre(t *testing.T, ns string, want ...string) {
+func (e *env) reportsAre(t testing.TB, ns string, want ...string) {
 	t.Helper()
 	sort.Strings(want)
 	eventually(t, time.Minute, func() (bool, string) {

@@ -54,6 +54,10 @@ type Options struct {
 	// Workers bound the resources evaluated at once (default 2): the scan shares the server's
 	// evaluation slots with admission, which it must not crowd out.
 	Workers int
+	// QPS and Burst limit the scan's requests to the apiserver, apart from the replica's own
+	// (default 200 and 400: at most about 100 reports written a second, each a read and a write).
+	QPS   float32
+	Burst int
 	// Registerer publishes the scan's metrics (nil: none).
 	Registerer prometheus.Registerer
 	Logger     logr.Logger
@@ -128,6 +132,11 @@ func New(opts Options, eval Evaluator) (*Scanner, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.QPS <= 0 {
+		opts.QPS, opts.Burst = 200, 400
+	}
+	opts.Config = rest.CopyConfig(opts.Config)
+	opts.Config.QPS, opts.Config.Burst = opts.QPS, max(opts.Burst, int(opts.QPS))
 	s := &Scanner{
 		opts: opts, eval: eval, metrics: newMetrics(opts.Registerer), log: opts.Logger.WithName("background-scan"),
 		pokes: make(chan struct{}, 1), inputs: make(chan struct{}, 1),
