@@ -92,6 +92,17 @@ func (s *Scanner) refresh(ctx context.Context) error {
 		s.watches[gvr] = s.newWatch(in.t, false, s.inputHandlers(gvr))
 		s.watches[gvr].users = in.users
 	}
+	needNamespaces := false
+	for _, p := range next {
+		needNamespaces = needNamespaces || p.nsSel != nil
+	}
+	switch {
+	case needNamespaces && s.namespaces == nil:
+		s.namespaces = s.newWatch(namespacesType, false, toolscache.ResourceEventHandlerFuncs{UpdateFunc: s.namespaceChanged})
+	case !needNamespaces && s.namespaces != nil:
+		close(s.namespaces.stop)
+		s.namespaces = nil
+	}
 	s.policies, s.covers = next, covers
 	s.mu.Unlock()
 
@@ -109,6 +120,8 @@ func (s *Scanner) refresh(ctx context.Context) error {
 	}
 	return nil
 }
+
+var namespacesType = resourceType{gvr: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, kind: "Namespace"}
 
 // objectHandlers queue a scanned object when it appears and, re-evaluated with every policy,
 // when it changes: an update that did not pass admission with a policy (its webhook failed open)

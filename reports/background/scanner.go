@@ -85,8 +85,10 @@ type Scanner struct {
 	covers   map[policyID][]resourceType
 	types    map[schema.GroupResource]*watch
 	watches  map[schema.GroupVersionResource]*watch // context-aware inputs
-	force    map[key]forced
-	dirty    map[policyID]bool // policies whose context-aware inputs changed
+	// namespaces watches the namespaces' labels while a policy has a namespace selector.
+	namespaces *watch
+	force      map[key]forced
+	dirty      map[policyID]bool // policies whose context-aware inputs changed
 }
 
 // key is a resource by its namespace and UID, which is also its report's name.
@@ -219,13 +221,6 @@ func (s *Scanner) Run(ctx context.Context) error {
 		if _, err := s.cache.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("background scan: %w", err)
 		}
-	}
-	nsInf, err := s.cache.GetInformer(ctx, namespaceMeta)
-	if err != nil {
-		return fmt.Errorf("background scan: %w", err)
-	}
-	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: s.namespaceChanged}); err != nil {
-		return fmt.Errorf("background scan: %w", err)
 	}
 	wg.Go(func() { _ = s.cache.Start(ctx) })
 	if !s.cache.WaitForCacheSync(ctx) {
@@ -426,6 +421,10 @@ func (s *Scanner) stopWatches() {
 	for gvr, w := range s.watches {
 		close(w.stop)
 		delete(s.watches, gvr)
+	}
+	if s.namespaces != nil {
+		close(s.namespaces.stop)
+		s.namespaces = nil
 	}
 }
 

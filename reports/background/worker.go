@@ -26,6 +26,9 @@ const (
 	producedByScan     = "background-scan"
 )
 
+// errNotSynced: the namespaces' labels are not listed yet, so no namespace selector can be judged.
+var errNotSynced = errors.New("namespaces not listed yet")
+
 // notReadyRetry is when a resource is tried again after its policy was not loaded or the server
 // was busy.
 const notReadyRetry = 2 * time.Second
@@ -42,7 +45,7 @@ func (s *Scanner) processNext(ctx context.Context) bool {
 	case err == nil:
 		s.queue.Forget(k)
 	case ctx.Err() != nil:
-	case errors.Is(err, policyserver.ErrNotLoaded) || errors.Is(err, policyserver.ErrBusy):
+	case errors.Is(err, policyserver.ErrNotLoaded) || errors.Is(err, policyserver.ErrBusy) || errors.Is(err, errNotSynced):
 		// Not a failure: this replica is loading the generation, or admission holds every
 		// slot. Retried at a steady pace rather than backing off for minutes.
 		s.restoreForce(k, force)
@@ -77,7 +80,10 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 	if obj != nil {
 		var nsLabels map[string]string
 		if t.namespaced {
-			nsLabels = s.namespaceLabels(ctx, k.namespace)
+			var known bool
+			if nsLabels, known = s.namespaceLabels(k.namespace); !known {
+				return errNotSynced
+			}
 		}
 		var req []byte
 		for _, p := range s.matching(t, obj, nsLabels) {
@@ -156,12 +162,23 @@ func (s *Scanner) reportMeta(ctx context.Context, k key) *metav1.PartialObjectMe
 	return m
 }
 
-func (s *Scanner) namespaceLabels(ctx context.Context, ns string) map[string]string {
-	m := metaOf(namespaceMeta.GroupVersionKind())
-	if err := s.cache.Get(ctx, client.ObjectKey{Name: ns}, m); err != nil {
-		return nil
+// namespaceLabels are ns's labels; ok is false while they cannot be known yet (the informer
+// has not listed the namespaces), when no selector may be judged.
+func (s *Scanner) namespaceLabels(ns string) (labels map[string]string, ok bool) {
+	s.mu.Lock()
+	w := s.namespaces
+	s.mu.Unlock()
+	if w == nil {
+		return nil, true // no policy has a namespace selector
 	}
-	return m.Labels
+	if !w.informer.HasSynced() {
+		return nil, false
+	}
+	o, exists, _ := w.informer.GetIndexer().GetByKey(ns)
+	if m, ok := o.(*metav1.PartialObjectMetadata); exists && ok {
+		return m.Labels, true
+	}
+	return nil, true
 }
 
 // matching are the scanned policies that cover obj, of type t.
