@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,6 +13,7 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/reports"
 )
 
 func TestScan_ObjectsThatExistedBeforeThePolicyAndLaterOnesGetReports(t *testing.T) {
@@ -207,4 +209,34 @@ func TestScan_ContextAwareInputChangeRequeuesThePolicy(t *testing.T) {
 		n := e.counted.count(p.ServerPolicyName())
 		return n > before, "no evaluation after its input changed"
 	})
+}
+
+func TestScan_DeletingAPolicyRemovesWhatAdmissionRecordedForIt_NotOtherProducersResults(t *testing.T) {
+	e := newEnv(t)
+	ns := createNamespace(t, e.c, "app", map[string]string{"scope": e.ns})
+	a := createConfigMap(t, e.c, ns, "a", nil)
+	b := createConfigMap(t, e.c, ns, "b", nil)
+	// A monitor-mode policy the scan does not evaluate: admission recorded its results.
+	adm := e.cluster("adm")
+	off := configMapPolicy("team", e.ns)
+	off.BackgroundAudit = false
+	e.publish(t, adm, 1, off)
+	record := func(obj *corev1.ConfigMap, policy, source string) {
+		res := reports.Resource{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: obj.Name, UID: obj.UID}
+		set := []reports.PolicyResults{{Policy: reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: policy}, Version: "1",
+			Results: []openreportsv1alpha1.ReportResult{{Source: source, Result: "fail"}}}}
+		if _, err := reports.Apply(ctx(t), e.c, res, reportsv1alpha1.SourceAdmission, set, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(a, adm.Name, ResultSource)
+	record(b, adm.Name, ResultSource)
+	// A ConfigurationPolicy's result on b: no admission policy of that name exists, and the scan
+	// must leave it.
+	record(b, "config-"+e.ns, "configuration-policy")
+	e.start(t, 0)
+	e.reportsAre(t, ns, "a: adm=fail@1", "b: adm=fail@1 config=fail@1")
+
+	e.unpublish(t, adm, 0)
+	e.reportsAre(t, ns, "b: config=fail@1")
 }

@@ -208,12 +208,18 @@ func (s *Scanner) Run(ctx context.Context) error {
 
 	poke := func(any) { nudge(s.pokes) }
 	handlers := toolscache.ResourceEventHandlerFuncs{AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) }}
-	for _, obj := range []client.Object{&kubewardenv1.PolicyRevision{}, &kubewardenv1.ClusterAdmissionPolicy{}, &kubewardenv1.AdmissionPolicy{}} {
+	// A deleted policy's results go from every report, also those admission wrote for a policy
+	// the scan never evaluated (backgroundAudit off).
+	policyHandlers := toolscache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) },
+		DeleteFunc: func(o any) { poke(o); s.policyDeleted(ctx, o) }}
+	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
+		&kubewardenv1.PolicyRevision{}: handlers, &kubewardenv1.ClusterAdmissionPolicy{}: policyHandlers, &kubewardenv1.AdmissionPolicy{}: policyHandlers,
+	} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("background scan: %w", err)
 		}
-		if _, err := inf.AddEventHandler(handlers); err != nil {
+		if _, err := inf.AddEventHandler(h); err != nil {
 			return fmt.Errorf("background scan: %w", err)
 		}
 	}
@@ -256,6 +262,28 @@ func (s *Scanner) Run(ctx context.Context) error {
 			s.rescan(ctx)
 		}
 	}
+}
+
+// policyDeleted queues the reports holding results of a deleted policy.
+func (s *Scanner) policyDeleted(ctx context.Context, o any) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	var scope reportsv1alpha1.PolicyScope
+	switch o.(type) {
+	case *kubewardenv1.AdmissionPolicy:
+		scope = reportsv1alpha1.PolicyScopeNamespaced
+	case *kubewardenv1.ClusterAdmissionPolicy:
+		scope = reportsv1alpha1.PolicyScopeCluster
+	default:
+		return
+	}
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return
+	}
+	k, _ := reportsv1alpha1.PolicyLabelKey(scope, m.GetName())
+	s.enqueueReports(ctx, []string{k}, forced{})
 }
 
 // rescan re-evaluates everything: what changed without an event (a context-aware input's
