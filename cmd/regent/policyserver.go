@@ -101,6 +101,7 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&backgroundScan, "background-scan", true, "with --lifecycle, the leader evaluates existing objects with the policies that have backgroundAudit and writes their reports")
 	f.DurationVar(&scan.Interval, "background-scan-interval", time.Hour, "re-evaluate every object with every policy this often, for what changed without an event (0: never)")
 	f.IntVar(&scan.Workers, "background-scan-workers", 2, "objects the background scan evaluates at once (it shares --workers with admission)")
+	f.Float32Var(&scan.QPS, "background-scan-qps", 200, "requests per second the background scan may send (a changed report costs two), apart from the replica's own")
 	return cmd
 }
 
