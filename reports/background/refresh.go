@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -78,6 +79,11 @@ func (s *Scanner) refresh(ctx context.Context) error {
 			s.types[gr] = s.newWatch(t, true, s.objectHandlers())
 		}
 	}
+	s.order = s.order[:0]
+	for gr := range s.types {
+		s.order = append(s.order, gr)
+	}
+	slices.SortFunc(s.order, func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
 	for gvr, w := range s.watches {
 		if inputs[gvr] == nil {
 			close(w.stop)

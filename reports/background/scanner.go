@@ -72,6 +72,7 @@ type Scanner struct {
 	dyn      dynamic.Interface
 	meta     metadata.Interface
 	disco    discovery.DiscoveryInterface
+	kube     kubernetes.Interface
 	queue    workqueue.TypedRateLimitingInterface[key]
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
@@ -84,6 +85,7 @@ type Scanner struct {
 	policies map[policyID]*policy
 	covers   map[policyID][]resourceType
 	types    map[schema.GroupResource]*watch
+	order    []schema.GroupResource                 // types' keys, sorted
 	watches  map[schema.GroupVersionResource]*watch // context-aware inputs
 	// namespaces watches the namespaces' labels while a policy has a namespace selector.
 	namespaces *watch
@@ -159,12 +161,10 @@ func New(opts Options, eval Evaluator) (*Scanner, error) {
 	if s.disco, err = discovery.NewDiscoveryClientForConfig(opts.Config); err != nil {
 		return nil, fmt.Errorf("background scan: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(opts.Config)
-	if err != nil {
+	if s.kube, err = kubernetes.NewForConfig(opts.Config); err != nil {
 		return nil, fmt.Errorf("background scan: %w", err)
 	}
 	s.events = record.NewBroadcaster()
-	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	s.recorder = s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "regent-background-scan"})
 	s.cache, err = crcache.New(opts.Config, crcache.Options{
 		Scheme: scheme.Scheme,
@@ -183,9 +183,8 @@ func New(opts Options, eval Evaluator) (*Scanner, error) {
 	return s, nil
 }
 
-// Metadata-only informers: the scan needs namespaces' and reports' labels, never their bodies.
+// Metadata-only informers: the scan needs the reports' labels, never their results.
 var (
-	namespaceMeta      = metaOf(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	resourceReportMeta = metaOf(reportsv1alpha1.GroupVersion.WithKind("ResourceReport"))
 	clusterReportMeta  = metaOf(reportsv1alpha1.GroupVersion.WithKind("ClusterResourceReport"))
 )
@@ -202,6 +201,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.kube.CoreV1().Events("")})
 	defer s.events.Shutdown()
 	defer s.queue.ShutDown()
 	defer s.stopWatches()
@@ -232,9 +232,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 	if !s.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("background scan: caches never synced: %w", ctx.Err())
 	}
-	if err := s.refresh(ctx); err != nil {
-		s.log.Error(err, "policies not read; retrying on the next change")
-	}
+	s.refreshOrRetry(ctx)
 	// Reports of policies deleted while no scan ran: looked at once, then on every interval.
 	s.enqueueReports(ctx, nil, forced{})
 	for range s.opts.Workers {
@@ -255,12 +253,21 @@ func (s *Scanner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.pokes:
-			if err := s.refresh(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error(err, "policies not refreshed; retrying on the next change")
-			}
+			s.refreshOrRetry(ctx)
 		case <-tick:
 			s.rescan(ctx)
 		}
+	}
+}
+
+// refreshRetry is how long a failed refresh (discovery unreachable) waits before it is tried
+// again when nothing else changes.
+const refreshRetry = 10 * time.Second
+
+func (s *Scanner) refreshOrRetry(ctx context.Context) {
+	if err := s.refresh(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error(err, "policies not refreshed; retrying", "after", refreshRetry)
+		time.AfterFunc(refreshRetry, func() { nudge(s.pokes) })
 	}
 }
 

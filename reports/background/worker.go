@@ -39,6 +39,9 @@ func (s *Scanner) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(k)
+	if ctx.Err() != nil {
+		return false // stopping: what is left is not drained
+	}
 	force := s.takeForce(k)
 	err := s.process(ctx, k, force)
 	switch {
@@ -138,11 +141,14 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 	return retry
 }
 
-// lookup finds a watched object by its UID.
+// lookup finds a watched object by its UID. A kind served in two groups (core and
+// events.k8s.io Events) holds the same objects twice; the first in a fixed order wins, so the
+// report's kind never flips between scans.
 func (s *Scanner) lookup(k key) (*unstructured.Unstructured, resourceType) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, w := range s.types {
+	for _, gr := range s.order {
+		w := s.types[gr]
 		objs, _ := w.informer.GetIndexer().ByIndex(uidIndex, string(k.uid))
 		if len(objs) > 0 {
 			return objs[0].(*unstructured.Unstructured), w.t
