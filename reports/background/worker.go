@@ -130,6 +130,19 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 	if len(set) == 0 && retry == nil && rep != nil && len(policyLabels(rep.Labels)) == len(drop) {
 		return s.deleteReport(ctx, k, rep)
 	}
+	if rep == nil && len(set) > 0 {
+		// No report yet (as far as the informer knows): create it in one request; one that
+		// exists after all is updated by Apply.
+		err := s.api.Create(ctx, reports.Desired(nil, *res, reportsv1alpha1.SourceBackground, set, nil))
+		switch {
+		case err == nil:
+			s.metrics.writes.WithLabelValues("apply").Inc()
+			return retry
+		case !apierrors.IsAlreadyExists(err):
+			s.metrics.errors.WithLabelValues("write").Inc()
+			return fmt.Errorf("create report of %s %s/%s: %w", res.Kind, res.Namespace, res.Name, err)
+		}
+	}
 	changed, err := reports.Apply(ctx, s.api, *res, reportsv1alpha1.SourceBackground, set, drop)
 	if err != nil {
 		s.metrics.errors.WithLabelValues("write").Inc()
