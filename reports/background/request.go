@@ -12,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ResultSource is the source of every result the scan writes: the engine, as Kubewarden's audit
-// scanner names it, so Policy Reporter shows both alike.
-const ResultSource = "kubewarden"
+// ResultSource is the source of every result the scan writes: the same as the admission
+// producer's (reports/admission), since both write results of the same policies into the same
+// reports, and a policy that no longer exists loses the results of either. Producers of other
+// kinds of policy (ConfigurationPolicy) must use another.
+const ResultSource = "regent"
 
 // auditRequest is the AdmissionRequest the scan evaluates obj with: its creation, as a dry run,
 // as Kubewarden's audit scanner sends it. The request's uid is derived from the object's, so

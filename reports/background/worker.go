@@ -219,8 +219,8 @@ func (s *Scanner) matching(t resourceType, obj *unstructured.Unstructured, nsLab
 // drops are the policies whose results the report holds and must lose: a scanned policy that no
 // longer matches the object (known only when the object is: a report read before its object's
 // informer must not lose anything); a policy of this server whose backgroundAudit is off, for the
-// results the scan wrote; a policy that no longer exists, for Kubewarden results (a
-// ConfigurationPolicy's results, or another server's policy's, are never touched).
+// results the scan wrote; a policy that no longer exists, for results of source ResultSource
+// (admission's too). A ConfigurationPolicy's results, or another server's policy's, stay.
 func (s *Scanner) drops(ctx context.Context, k key, rep *metav1.PartialObjectMetadata, want map[policyID]bool, objectKnown bool) ([]reports.PolicyRef, error) {
 	if rep == nil {
 		return nil, nil
@@ -272,7 +272,7 @@ func (s *Scanner) drops(ctx context.Context, k key, rep *metav1.PartialObjectMet
 }
 
 // ownedResults tells whether every result of ref is the scan's (or, for a policy that no longer
-// exists, any Kubewarden engine's).
+// exists, any of source ResultSource, which admission writes too).
 func ownedResults(results []openreportsv1alpha1.ReportResult, ref reports.PolicyRef, gone bool) bool {
 	for i := range results {
 		r := &results[i]
