@@ -16,12 +16,15 @@ import (
 	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle"
 	"regent.dev/regent/policyserver/lifecycle/pull"
+	"regent.dev/regent/reports/background"
 )
 
 func newPolicyServerCommand() *cobra.Command {
 	var opts policyserver.Options
 	var lc lifecycle.Options
 	var useLifecycle, replicaFromHostname bool
+	var scan background.Options
+	var backgroundScan bool
 	var kubeconfig, leaderKubeconfig, pullCA string
 	var reportFlags admissionReportFlags
 	cmd := &cobra.Command{
@@ -69,6 +72,9 @@ func newPolicyServerCommand() *cobra.Command {
 			}
 			opts.AdmissionReports = reportFlags.lifecycleOptions()
 			lc.Config, lc.Server, lc.Logger = cfg, opts, opts.Logger
+			if backgroundScan {
+				lc.Background = &scan
+			}
 			return lifecycle.Run(cmd.Context(), lc)
 		},
 	}
@@ -97,6 +103,10 @@ func newPolicyServerCommand() *cobra.Command {
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
 	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
 	f.Int64Var(&lc.Pull.MaxBytes, "pull-max-bytes", pull.DefaultMaxModuleBytes, "largest module a pull accepts")
+	f.BoolVar(&backgroundScan, "background-scan", true, "with --lifecycle, the leader evaluates existing objects with the policies that have backgroundAudit and writes their reports")
+	f.DurationVar(&scan.Interval, "background-scan-interval", time.Hour, "re-evaluate every object with every policy this often, for what changed without an event (0: never)")
+	f.IntVar(&scan.Workers, "background-scan-workers", 2, "objects the background scan evaluates at once (it shares --workers with admission)")
+	f.Float32Var(&scan.QPS, "background-scan-qps", 200, "requests per second the background scan may send (a changed report costs two), apart from the replica's own")
 	reportFlags.register(f)
 	return cmd
 }

@@ -29,6 +29,7 @@ import (
 	"regent.dev/regent/policyserver/lifecycle/pull"
 	"regent.dev/regent/policyserver/lifecycle/signing"
 	"regent.dev/regent/policyserver/registry"
+	"regent.dev/regent/reports/background"
 )
 
 // Options configure a policy-server replica driven by PolicyRevisions.
@@ -57,6 +58,9 @@ type Options struct {
 	Server policyserver.Options
 	// Pull configures module pulls (CAs for https and registries).
 	Pull pull.Options
+	// Background runs the background scan of reports while this replica leads (nil: none);
+	// Config, Namespace, PolicyServer, Registerer and Logger are filled in from these options.
+	Background *background.Options
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (15s, 10s, 2s); the
 	// replica Lease lasts LeaseDuration and is renewed every RetryPeriod.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -245,6 +249,7 @@ func Run(ctx context.Context, opts Options) error {
 		err := elect(ctx, opts, kube, func(ctx context.Context) {
 			ldr.clearStaging()
 			nudge(leaderPokes)
+			defer runBackgroundScan(ctx, opts, server)()
 			loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
 		})
 		if err != nil {

@@ -105,10 +105,14 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 		return nil, nil, err
 	}
 	resources, unknown := resolveResources(r.mapper, wants)
+	scanned, err := r.backgroundAudited(ctx, ps.Name)
+	if err != nil {
+		return nil, nil, err
+	}
 	ctxName := contextRoleName(ps.Name)
 	cluster := metav1.ObjectMeta{Name: ctxName, Labels: labels}
 	if err := r.ensure(ctx, ps, &rbacv1.ClusterRole{ObjectMeta: cluster}, func(o client.Object) {
-		o.(*rbacv1.ClusterRole).Rules = contextRules(resources)
+		o.(*rbacv1.ClusterRole).Rules = append(contextRules(resources), backgroundScanRules(scanned)...)
 	}); err != nil {
 		return nil, nil, err
 	}

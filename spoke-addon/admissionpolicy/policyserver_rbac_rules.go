@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -124,6 +125,58 @@ func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 		res := byGroup[g]
 		slices.Sort(res)
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"get", "list", "watch"}})
+	}
+	return rules
+}
+
+// backgroundScanRules are the cluster-wide calls of the background scan (package
+// reports/background), which the leader runs: it lists and watches the kinds that the rules of
+// the server's policies with backgroundAudit name (only list and watch: it reads objects from
+// its informers, never one by one, so a get is still refused where no context-aware policy
+// needs one), the namespaces' labels and the policies, writes the per-resource reports, and
+// records an event on a policy whose scan fails. Kubewarden's audit scanner reads every kind
+// instead. One rule per API group, sorted, so the same policies give byte-identical rules.
+func backgroundScanRules(scanned []kubewardenv1.PolicySpec) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{kubewardenv1.GroupVersion.Group}, Resources: []string{"admissionpolicies", "clusteradmissionpolicies"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{reportsv1alpha1.GroupVersion.Group}, Resources: []string{"clusterresourcereports", "resourcereports"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+	var scannedRules []admissionregistrationv1.RuleWithOperations
+	for _, spec := range scanned {
+		scannedRules = append(scannedRules, spec.Rules...)
+	}
+	if slices.ContainsFunc(scanned, func(s kubewardenv1.PolicySpec) bool { return s.NamespaceSelector != nil }) {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}})
+	}
+	byGroup := map[string][]string{}
+	for _, r := range scannedRules {
+		if !slices.Contains(r.Operations, admissionregistrationv1.Create) && !slices.Contains(r.Operations, admissionregistrationv1.OperationAll) {
+			continue // the scan simulates creations only
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				if res == "*/*" {
+					res = "*"
+				} else if strings.Contains(res, "/") {
+					continue // subresources are not scanned
+				}
+				if !slices.Contains(byGroup[g], res) {
+					byGroup[g] = append(byGroup[g], res)
+				}
+			}
+		}
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	for _, g := range groups {
+		res := byGroup[g]
+		slices.Sort(res)
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"list", "watch"}})
 	}
 	return rules
 }

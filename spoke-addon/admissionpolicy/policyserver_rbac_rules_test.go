@@ -2,6 +2,8 @@ package admissionpolicy
 
 import (
 	"fmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +111,52 @@ func TestResolveResources_UnknownKindsAreReportedAndSkipped(t *testing.T) {
 	if len(unknown) != 2 || !strings.HasPrefix(unknown[0], "ClusterAdmissionPolicy q: a/b/c Bad") ||
 		!strings.HasPrefix(unknown[1], "ClusterAdmissionPolicy q: example.com/v1 Widget") {
 		t.Errorf("unknown = %q", unknown)
+	}
+}
+
+func TestBackgroundScanRules_ListAndWatchWhatScannedPoliciesNameWriteOnlyReportsAndEvents(t *testing.T) {
+	rule := func(ops []admissionregistrationv1.OperationType, groups, resources []string) admissionregistrationv1.RuleWithOperations {
+		return admissionregistrationv1.RuleWithOperations{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: groups, Resources: resources}}
+	}
+	create := []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
+	specs := func(rules ...admissionregistrationv1.RuleWithOperations) []kubewardenv1.PolicySpec {
+		return []kubewardenv1.PolicySpec{{Rules: rules}}
+	}
+	scanned := specs(
+		rule(create, []string{"apps"}, []string{"deployments", "deployments/scale"}),
+		rule([]admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll}, []string{""}, []string{"pods", "configmaps"}),
+		rule([]admissionregistrationv1.OperationType{admissionregistrationv1.Update}, []string{""}, []string{"secrets"}),
+		rule(create, []string{"apps"}, []string{"deployments"}),
+	)
+	scanned = append(scanned, kubewardenv1.PolicySpec{NamespaceSelector: &metav1.LabelSelector{}})
+	got := backgroundScanRules(scanned)
+	fixed := backgroundScanRules(nil)
+	want := append(slices.Clone(fixed),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list", "watch"}},
+	)
+	if hashOf(got) != hashOf(want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	for _, r := range fixed {
+		if slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "namespaces") {
+			t.Errorf("%+v: granted without a policy that needs it", r)
+		}
+		if slices.Contains(r.Verbs, "get") && !slices.Contains(r.Resources, "resourcereports") {
+			t.Errorf("%+v: get beyond the reports", r)
+		}
+		if slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "create" || v == "update" || v == "delete" }) {
+			for _, res := range r.Resources {
+				if res != "resourcereports" && res != "clusterresourcereports" && res != "events" {
+					t.Errorf("%+v writes %s", r, res)
+				}
+			}
+		}
+	}
+	if all := backgroundScanRules(specs(rule(create, []string{"*"}, []string{"*/*"}))); !slices.ContainsFunc(all, func(r rbacv1.PolicyRule) bool {
+		return r.APIGroups[0] == "*" && r.Resources[0] == "*" && !slices.Contains(r.Verbs, "get")
+	}) {
+		t.Errorf("a policy on every kind: %+v, want list and watch of every kind", all)
 	}
 }

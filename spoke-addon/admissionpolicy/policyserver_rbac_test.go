@@ -123,7 +123,9 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		"delete the leader Lease":      as.Delete(ctx, leader.DeepCopy()),
 		"get another server's Lease": as.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-other"},
 			&coordinationv1.Lease{}),
-		"list pods":         as.List(ctx, &corev1.PodList{}, client.InNamespace("default")),
+		// The policy is on pods with backgroundAudit, so the background scan may list and
+		// watch them; it never gets one.
+		"get a pod":         as.Get(ctx, client.ObjectKey{Namespace: "default", Name: "x"}, &corev1.Pod{}),
 		"list ConfigMaps":   as.List(ctx, &corev1.ConfigMapList{}),
 		"create a Role":     as.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "x"}}),
 		"update a revision": func() error { r := rev.DeepCopy(); r.Spec.Enabled = false; return as.Update(ctx, r) }(),

@@ -58,6 +58,10 @@ func (r *policyServerReconciler) watchRBACInputs(b *builder.Builder, nsCache, cl
 	// Renewals change no name; creations and deletions do.
 	b = b.WatchesRawSource(source.Kind[client.Object](nsCache, &coordinationv1.Lease{},
 		handler.EnqueueRequestsFromMapFunc(onReplicaLease), predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
+	// An AdmissionPolicy's rules are read by its server's background scan (backgroundScanRules).
+	b = b.Watches(&kubewardenv1.AdmissionPolicy{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: policyServerOf(o)}}}
+	}), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	return b.Watches(&kubewardenv1.ClusterAdmissionPolicy{}, r.policyServersOfPolicy())
 }
 
