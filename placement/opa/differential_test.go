@@ -65,7 +65,7 @@ func startOPA(t testing.TB, bin, scheme string, client *http.Client, args ...str
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, append([]string{"run", "--server", "--addr", addr, "--disable-telemetry", "--log-level", "error"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"run", "--server", "--addr", addr, "--skip-version-check", "--log-level", "error"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
