@@ -2,6 +2,7 @@ package opa
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -121,7 +122,7 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		writer.JSONOK(w, resp, pretty)
+		writeResponse(w, &resp, pretty)
 		return
 	}
 	resp.Result = &result
@@ -131,8 +132,29 @@ func (h *Handler) serveData(w http.ResponseWriter, r *http.Request) {
 	if opts.RuleLabels != nil && len(opts.RuleLabels.Labels) > 0 {
 		resp.RuleLabels = opts.RuleLabels.Labels
 	}
-	writer.JSONOK(w, resp, pretty)
+	writeResponse(w, &resp, pretty)
 }
+
+// plainResponse is OPA's response without its MarshalJSON, which encodes the whole response once
+// more to merge extra fields this server never sets; the encoder then had to validate and compact
+// that output again. Encoding the fields directly writes the same bytes for a third of the work.
+type plainResponse types.DataResponseV1
+
+// writeResponse is OPA's writer.JSONOK for a response with no extra fields.
+func writeResponse(w http.ResponseWriter, resp *types.DataResponseV1, pretty bool) {
+	enc := json.NewEncoder(w)
+	if pretty {
+		enc.SetIndent("", "  ")
+	}
+	w.Header().Add("Content-Type", "application/json")
+	if err := enc.Encode((*plainResponse)(resp)); err != nil {
+		writer.ErrorAuto(w, err)
+	}
+}
+
+// plainRequest is OPA's request body without its UnmarshalJSON, which decodes the body twice (the
+// second time for extra fields, kept only for decision logs, which this server does not write).
+type plainRequest types.DataRequestV1
 
 // dataPath is OPA's reading of the path after /v1/data: split on "/" before unescaping (so %2F
 // stays inside a key), empty segments skipped, a segment that does not unescape kept as it is.
@@ -178,8 +200,11 @@ func postInput(w http.ResponseWriter, r *http.Request) (input ast.Value, missing
 				return nil, false, fmt.Errorf("body contains malformed input document: %w", err)
 			}
 		}
-	} else if err := util.NewJSONDecoder(bytes.NewReader(body)).Decode(&req); err != nil && err != io.EOF {
-		return nil, false, fmt.Errorf("body contains malformed input document: %w", err)
+	} else if err := util.NewJSONDecoder(bytes.NewReader(body)).Decode((*plainRequest)(&req)); err != nil && err != io.EOF {
+		// Decoded again as OPA does, for OPA's message (it names OPA's type).
+		if err := util.NewJSONDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
+			return nil, false, fmt.Errorf("body contains malformed input document: %w", err)
+		}
 	}
 	if req.Input == nil {
 		return nil, true, nil
