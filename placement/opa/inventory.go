@@ -101,7 +101,9 @@ func (i *Inventory) put(ctx context.Context, resource string, obj any) {
 		return
 	}
 	path := objectPath(resource, u)
-	if err := writePath(ctx, i.engine.store, path, prune(resource, u.Object)); err != nil {
+	// Already pruned by the informer's transform; the store keeps this very object (no copy), which
+	// neither side mutates.
+	if err := writePath(ctx, i.engine.store, path, u.Object); err != nil {
 		klog.FromContext(ctx).Error(err, "replicate into placement inventory", "path", path.String())
 	}
 }

@@ -161,6 +161,12 @@ func bench(opaBin string, n int, duration, warmup time.Duration, concurrencies, 
 	if err != nil {
 		return err
 	}
+	if cpuProfile != "" {
+		// Beside the CPU profile, where the heap goes once the inventory is in.
+		if b, err := os.ReadFile(memFile + ".heap"); err == nil {
+			_ = os.WriteFile(cpuProfile+".heap", b, 0o644)
+		}
+	}
 	regentRSS, err := rssBytes(regent.pid)
 	if err != nil {
 		return err

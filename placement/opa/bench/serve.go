@@ -60,6 +60,10 @@ func serve(args []string) error {
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
 			b, _ := json.Marshal(memStats{HeapAlloc: m.HeapAlloc, HeapInuse: m.HeapInuse, Sys: m.Sys})
+			if f, err := os.Create(*memFile + ".heap"); err == nil {
+				_ = pprof.WriteHeapProfile(f) // where the heap goes, for go tool pprof
+				f.Close()
+			}
 			_ = os.WriteFile(*memFile+".tmp", b, 0o644)
 			_ = os.Rename(*memFile+".tmp", *memFile)
 		}
