@@ -201,10 +201,13 @@ func (e *Engine) Eval(ctx context.Context, path []string, input ast.Value, opts 
 		pq = &q
 		cache.Store(key, pq)
 	}
-	evalOpts := []rego.EvalOption{rego.EvalParsedInput(input), rego.EvalInstrument(opts.Instrument)}
-	if opts.Metrics != nil {
-		evalOpts = append(evalOpts, rego.EvalMetrics(opts.Metrics))
+	// Always this request's metrics (or none): otherwise the evaluation would count into the ones
+	// the query was prepared with, a past request's.
+	m := opts.Metrics
+	if m == nil {
+		m = metrics.NoOp()
 	}
+	evalOpts := []rego.EvalOption{rego.EvalParsedInput(input), rego.EvalInstrument(opts.Instrument), rego.EvalMetrics(m)}
 	if opts.Tracer != nil {
 		evalOpts = append(evalOpts, rego.EvalQueryTracer(opts.Tracer))
 	}
