@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/storage"
-	"github.com/open-policy-agent/opa/v1/storage/inmem"
 )
 
 // registeredCluster is a ManagedCluster as the apiserver returns one for a registered cluster:
@@ -62,7 +61,7 @@ func storeHeap(t testing.TB, n int, pruned bool) uint64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	store := inmem.New()
+	store := NewEngine().Store()
 	for i := range n {
 		obj := registeredCluster(i)
 		if pruned {
