@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func startOPA(t testing.TB, bin, scheme string, client *http.Client, args ...str
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(bin, append([]string{"run", "--server", "--addr", addr, "--skip-version-check", "--log-level", "error"}, args...)...)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -85,6 +86,24 @@ func startOPA(t testing.TB, bin, scheme string, client *http.Client, args ...str
 		return resp.StatusCode == http.StatusOK, fmt.Sprintf("opa /health: %d", resp.StatusCode)
 	})
 	return s
+}
+
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (s *opaServer) put(t testing.TB, path, contentType string, body []byte) {
