@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds the binaries the local fleet runs — kube-apiserver, kube-controller-manager, etcd and OCM's
-# placement controller — from the Go module proxy, because no release binaries can be downloaded
-# here. Each lands in a versioned cache folder and is never rebuilt once there.
+# placement controller — and OPA's own server (the placement API's differential tests compare
+# against it) from the Go module proxy, because no release binaries can be downloaded here. Each
+# lands in a versioned cache folder and is never rebuilt once there.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.5}
 OCM_VERSION=${OCM_VERSION:-v1.2.1}
+# OPA is the version go.mod pins, so `opa run --server` evaluates with the same engine Regent
+# embeds; it is not part of the folder name (adding it would rebuild everything else), the binary
+# is rebuilt instead when its version no longer matches.
+OPA_VERSION=${OPA_VERSION:-$(awk '$1 == "github.com/open-policy-agent/opa" {print $2}' "$(dirname "$0")/../go.mod")}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/regent/testbin
 dir=$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-ocm-$OCM_VERSION
 if [ "${1:-}" = "--print-dir" ]; then echo "$dir"; exit 0; fi
@@ -47,6 +52,7 @@ k8s_module() {
   done
 }
 etcd_module() { go mod init regent.dev/testbin/etcd >/dev/null 2>&1; go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"; }
+opa_module() { go mod init regent.dev/testbin/opa >/dev/null 2>&1; go mod edit -require="github.com/open-policy-agent/opa@$OPA_VERSION"; }
 ocm_module() { go mod init regent.dev/testbin/ocm >/dev/null 2>&1; go mod edit -require="open-cluster-management.io/ocm@$OCM_VERSION"; }
 
 # Without these the binaries report v0.0.0-master, which clients that check versions refuse.
@@ -101,5 +107,11 @@ import (
 func main() { etcdmain.Main(os.Args) }'
 
 build placement ocm_module open-cluster-management.io/ocm/cmd/placement
+
+if [ -x "$dir/opa" ] && ! "$dir/opa" version 2>/dev/null | grep -qx "Version: ${OPA_VERSION#v}"; then
+  log "opa: not $OPA_VERSION, rebuilding"
+  rm -f "$dir/opa"
+fi
+build opa opa_module github.com/open-policy-agent/opa
 
 log "ready in $dir"

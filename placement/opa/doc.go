@@ -26,7 +26,13 @@
 //     annotations only under regent.dev/ and open-cluster-management.io/, the whole spec, and from
 //     status only conditions plus what placement reads per kind (ManagedCluster clusterClaims,
 //     AddOnPlacementScore scores and validUntil). managedFields, resourceVersion, uid and the rest
-//     of status never reach the store.
+//     of status never reach the store, nor the informers' caches (they are pruned the same way).
+//     How it is decided: kept is what OCM's own placement reads to select clusters (labels, claims,
+//     taints and the rest of spec, addon scores) plus conditions and Regent's and OCM's
+//     annotations; dropped is what the apiserver and other controllers keep for themselves
+//     (bookkeeping, kubectl's last-applied copy, capacity and version). A policy that reads a
+//     dropped field sees it undefined. Measured (BenchmarkInventoryMemory, registered-looking
+//     clusters): 7.6 KB a cluster in the store pruned against 15.4 KB whole.
 //   - The query API authorizes like the apiserver does for non-resource URLs: a SubjectAccessReview
 //     with nonResourceAttributes path=/v1/data/<path> and verb = the lower-cased HTTP method (get,
 //     post), so RBAC grants it with nonResourceURLs: ["/v1/data/*"], verbs: ["get","post"].
