@@ -3,6 +3,7 @@ package spokeaddon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/reports/aggregate"
+	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/specsync"
@@ -63,6 +65,12 @@ type Options struct {
 	// `regent reports-aggregator` processes (several, sharded, on a large cluster) instead of the
 	// aggregator the addon runs for the whole cluster.
 	ExternalReportsAggregator bool
+	// ReportsRollup bounds the per-policy summaries the addon writes into its cluster namespace
+	// on the hub (reports/rollup); zero fields take the defaults.
+	ReportsRollup rollup.Limits
+	// ReportsRollupDebounce is how long the roll-up waits after a report changed;
+	// rollup.DefaultDebounce when zero.
+	ReportsRollupDebounce time.Duration
 	// Admission configures the admission policy controller (ClusterAdmissionPolicy,
 	// AdmissionPolicy, PolicyServer → PolicyRevisions, webhooks, policy-server workloads).
 	Admission admissionpolicy.Options
@@ -118,6 +126,10 @@ func New(opts Options) (manager.Manager, error) {
 				SetupWithManager(mgr, hub, opts.ClusterName)
 		},
 	}
+	setups = append(setups, func() error {
+		return (&rollup.Rollup{ClusterName: opts.ClusterName, Limits: opts.ReportsRollup, Debounce: opts.ReportsRollupDebounce}).
+			SetupWithManager(mgr, hub)
+	})
 	if opts.Admission.Namespace == "" {
 		opts.Admission.Namespace = admissionpolicy.DefaultNamespace
 	}
