@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -197,6 +199,9 @@ func (r *Reconciler) applyTemplate(ctx context.Context, p *policyv1.Policy, tmpl
 	}
 	res.state, _ = complianceOf(current)
 	res.message = statusMessage(current, res.state)
+	if res.state, res.message, err = r.withViolations(ctx, current, res.state, res.message); err != nil {
+		return res, deps, obj, err
+	}
 	res.current = res.current && evaluatedCurrent(current)
 	return res, deps, obj, nil
 }
@@ -411,6 +416,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("templatesync").
 		For(&policyv1.Policy{}, builder.WithPredicates(inNamespace, predicate.GenerationChangedPredicate{})).
+		Watches(&openreportsv1alpha1.Report{}, handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(failsChanged)).
+		Watches(&openreportsv1alpha1.ClusterReport{}, handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(failsChanged)).
 		Build(r)
 	if err != nil {
 		return err
