@@ -61,6 +61,9 @@ type Options struct {
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
+	// ExternalAdmissionPolicy leaves ClusterAdmissionPolicies, AdmissionPolicies and
+	// PolicyServers to a controller running elsewhere (a test playing it) instead of Regent's own.
+	ExternalAdmissionPolicy bool
 	// ExternalReportsAggregator leaves merging per-resource reports into openreports Reports to
 	// `regent reports-aggregator` processes (several, sharded, on a large cluster) instead of the
 	// aggregator the addon runs for the whole cluster.
@@ -133,7 +136,9 @@ func New(opts Options) (manager.Manager, error) {
 	if opts.Admission.Namespace == "" {
 		opts.Admission.Namespace = admissionpolicy.DefaultNamespace
 	}
-	setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
+	if !opts.ExternalAdmissionPolicy {
+		setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
+	}
 	if !opts.ExternalConfigPolicy {
 		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
 	}
