@@ -118,7 +118,7 @@ func keepWorst(worst []openreportsv1alpha1.ReportResult, r *openreportsv1alpha1.
 
 // withinBytes keeps the longest prefix of results whose serialised size stays within max.
 func withinBytes(results []openreportsv1alpha1.ReportResult, max int) []openreportsv1alpha1.ReportResult {
-	total := 0
+	total := 2 // the list's brackets
 	for i := range results {
 		b, err := json.Marshal(&results[i])
 		if err != nil || total+len(b)+1 > max {
