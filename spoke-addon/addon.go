@@ -142,6 +142,8 @@ func New(opts Options) (manager.Manager, error) {
 	if !opts.ExternalConfigPolicy {
 		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
 	}
+	// ConfigurationPolicy results feed the per-resource reports whichever controller evaluates them.
+	setups = append(setups, func() error { return configpolicy.SetupReportFeed(mgr) })
 	if !opts.ExternalReportsAggregator {
 		setups = append(setups, func() error { return (&aggregate.Aggregator{}).SetupWithManager(mgr) })
 	}
