@@ -10,11 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/lease"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -98,6 +100,8 @@ func New(opts Options) (manager.Manager, error) {
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
 		Scheme:  scheme.Scheme,
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		// A process may build the addon more than once (tests run several addons in-process).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// Template and dependency objects are read through the watches that wake their policies,
 		// so a read never sees older state than the event that caused it.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
