@@ -2,7 +2,6 @@ package configpolicy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -30,7 +29,8 @@ const policyKeysIndex = "regent.dev/configpolicy-report-keys"
 // configuration policies. It reads the policy's status (relatedObjects), never the evaluation:
 // it is its own controller with its own queue, so evaluation never waits for a report write,
 // bursts of status changes of one policy coalesce, and it feeds reports for an external
-// ConfigurationPolicy controller (OCM's) just as well.
+// ConfigurationPolicy controller (OCM's) just as well. Writes are batched per resource
+// (reportBatch): an object many policies evaluate gets one report write for all of them.
 //
 // A ConfigurationPolicy is reported cluster-wide (`cpol-<name>`): it lives in the cluster
 // namespace, a control namespace, and evaluates objects in whatever namespaces its
@@ -39,11 +39,15 @@ const policyKeysIndex = "regent.dev/configpolicy-report-keys"
 // a report key: OCM places them all in the cluster namespace, where names are unique.
 type reportFeed struct {
 	client client.Client
+	batch  *reportBatch
 }
 
 // SetupReportFeed adds the report feed to mgr.
 func SetupReportFeed(mgr ctrl.Manager) error {
-	f := &reportFeed{client: mgr.GetClient()}
+	f := &reportFeed{client: mgr.GetClient(), batch: newReportBatch(mgr.GetClient(), 2)}
+	if err := mgr.Add(f.batch); err != nil {
+		return err
+	}
 	keys := func(o client.Object) []string {
 		var out []string
 		for k := range o.GetLabels() {
@@ -89,7 +93,8 @@ func (f *reportFeed) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, f.sync(ctx, policy, fmt.Sprint(evaluated), objectResults(p))
 }
 
-// sync writes results (by object UID) at version and drops the policy from every other report.
+// sync hands the batch writer results (by object UID) at version and the policy's drop from every
+// other report.
 func (f *reportFeed) sync(ctx context.Context, policy reports.PolicyRef, version string, results map[types.UID]objectReport) error {
 	key, _ := reportsv1alpha1.PolicyLabelKey(policy.Scope, policy.Name)
 	// A report is named by its resource's UID.
@@ -108,20 +113,17 @@ func (f *reportFeed) sync(ctx context.Context, policy reports.PolicyRef, version
 	for i := range cluster.Items {
 		stale[types.UID(cluster.Items[i].Name)] = resourceOf(&cluster.Items[i])
 	}
-	var errs []error
+	for uid, res := range f.batch.pendingFor(policy) {
+		stale[uid] = res
+	}
 	for uid, r := range results {
 		delete(stale, uid)
-		set := []reports.PolicyResults{{Policy: policy, Version: version, Results: r.results}}
-		if _, err := reports.Apply(ctx, f.client, r.resource, reportsv1alpha1.SourceBackground, set, nil); err != nil {
-			errs = append(errs, err)
-		}
+		f.batch.set(r.resource, policy, &reports.PolicyResults{Policy: policy, Version: version, Results: r.results})
 	}
 	for _, res := range stale {
-		if _, err := reports.Apply(ctx, f.client, res, reportsv1alpha1.SourceBackground, nil, []reports.PolicyRef{policy}); err != nil {
-			errs = append(errs, err)
-		}
+		f.batch.set(res, policy, nil)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // resourceOf is the resource a report is about, from its ownerReference.
