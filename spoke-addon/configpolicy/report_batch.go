@@ -3,6 +3,7 @@ package configpolicy
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -20,6 +21,8 @@ type reportBatch struct {
 	client  client.Client
 	queue   workqueue.TypedRateLimitingInterface[types.UID]
 	workers int
+	// delay is how long a change waits for others to the same resource before it is written.
+	delay time.Duration
 
 	mu      sync.Mutex
 	pending map[types.UID]*resourceChanges
@@ -31,10 +34,14 @@ type resourceChanges struct {
 	policies map[reports.PolicyRef]*reports.PolicyResults
 }
 
-func newReportBatch(c client.Client, workers int) *reportBatch {
+// defaultBatchDelay is how long a resource's report changes wait for more before one write.
+const defaultBatchDelay = time.Second
+
+func newReportBatch(c client.Client, workers int, delay time.Duration) *reportBatch {
 	return &reportBatch{
 		client:  c,
 		workers: workers,
+		delay:   delay,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: reportsControllerName + "-writes"}),
 		pending: map[types.UID]*resourceChanges{},
@@ -54,7 +61,9 @@ func (b *reportBatch) set(res reports.Resource, policy reports.PolicyRef, result
 	}
 	c.policies[policy] = results
 	b.mu.Unlock()
-	b.queue.Add(res.UID)
+	// A resource already waiting keeps its earlier time: a burst of evaluations (one object
+	// change re-evaluating every policy that looks at it) becomes a few writes, never postponed.
+	b.queue.AddAfter(res.UID, b.delay)
 }
 
 // pendingFor returns the resources with a pending change of policy, so a later decision of the

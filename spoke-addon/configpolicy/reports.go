@@ -44,7 +44,7 @@ type reportFeed struct {
 
 // SetupReportFeed adds the report feed to mgr.
 func SetupReportFeed(mgr ctrl.Manager) error {
-	f := &reportFeed{client: mgr.GetClient(), batch: newReportBatch(mgr.GetClient(), 2)}
+	f := &reportFeed{client: mgr.GetClient(), batch: newReportBatch(mgr.GetClient(), 2, defaultBatchDelay)}
 	if err := mgr.Add(f.batch); err != nil {
 		return err
 	}
