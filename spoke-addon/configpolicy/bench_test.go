@@ -3,6 +3,7 @@ package configpolicy
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"sync"
 	"testing"
 	"time"
@@ -133,15 +134,27 @@ func benchReconcile(b *testing.B, also ...func(ctrl.Manager) error) {
 		return len(list.Items) == benchPolicies
 	})
 	if len(also) > 0 {
-		// The first reports are written, so only the changes the loop causes are measured.
+		// The first reports are written (every ConfigMap's, the shared one holding every policy),
+		// so only the changes the loop causes are measured.
 		shared, _ := getObject(b, c, "v1", "ConfigMap", "bench", "shared")
-		eventually(b, "the shared ConfigMap's report holds every policy", func() bool {
-			r := &reportsv1alpha1.ResourceReport{}
-			err := c.Get(context.Background(), client.ObjectKey{Namespace: "bench", Name: string(shared.GetUID())}, r)
-			return err == nil && len(r.Spec.Results) == benchPolicies
+		eventually(b, "every ConfigMap has its report, the shared one with every policy", func() bool {
+			list := &reportsv1alpha1.ResourceReportList{}
+			if err := c.List(context.Background(), list, client.InNamespace("bench")); err != nil || len(list.Items) != benchPolicies+1 {
+				return false
+			}
+			for _, r := range list.Items {
+				if r.Name == string(shared.GetUID()) {
+					return len(r.Spec.Results) == benchPolicies
+				}
+			}
+			return false
 		})
 	}
 	mode := []string{"off", "on"}
+	appliesBefore := map[string]float64{}
+	for _, outcome := range []string{"written", "unchanged", "error"} {
+		appliesBefore[outcome] = appliesSoFar(outcome)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	n := 0
@@ -154,6 +167,11 @@ func benchReconcile(b *testing.B, also ...func(ctrl.Manager) error) {
 		}
 	}
 	b.ReportMetric(float64(n*benchPolicies)/time.Since(start).Seconds(), "evaluations/s")
+	if len(also) > 0 {
+		for _, outcome := range []string{"written", "unchanged", "error"} {
+			b.ReportMetric(appliesSoFar(outcome)-appliesBefore[outcome], "report-"+outcome+"-total")
+		}
+	}
 }
 
 func benchClient(b *testing.B, cfg *rest.Config) client.Client {
@@ -162,4 +180,12 @@ func benchClient(b *testing.B, cfg *rest.Config) client.Client {
 		b.Fatal(err)
 	}
 	return c
+}
+
+func appliesSoFar(outcome string) float64 {
+	var m dto.Metric
+	if err := reportApplies.WithLabelValues(outcome).Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }

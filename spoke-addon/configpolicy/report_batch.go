@@ -117,12 +117,15 @@ func (b *reportBatch) writeNext(ctx context.Context) bool {
 			set = append(set, *results)
 		}
 	}
-	if _, err := reports.Apply(ctx, b.client, c.resource, reportsv1alpha1.SourceBackground, set, drop); err != nil {
+	changed, err := reports.Apply(ctx, b.client, c.resource, reportsv1alpha1.SourceBackground, set, drop)
+	if err != nil {
+		reportApplies.WithLabelValues("error").Inc()
 		log.FromContext(ctx).Error(err, "report write failed; retried", "resource", c.resource.Name, "namespace", c.resource.Namespace)
 		b.putBack(c)
 		b.queue.AddRateLimited(uid)
 		return true
 	}
+	reportApplies.WithLabelValues(map[bool]string{true: "written", false: "unchanged"}[changed]).Inc()
 	b.queue.Forget(uid)
 	return true
 }
