@@ -12,6 +12,7 @@ import (
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,8 +45,12 @@ const (
 
 // Rollup writes the cluster's per-policy summaries into the cluster namespace on the hub.
 type Rollup struct {
-	// Local reads the cluster (the addon manager's cached client).
+	// Local reads the policy templates of the cluster (the addon manager's cached client).
 	Local client.Reader
+	// Reports reads the aggregated Reports, a page at a time: an uncached reader (the manager's
+	// API reader), so the addon never holds every result of the cluster in memory, as the
+	// aggregator does not either. Local when nil.
+	Reports client.Reader
 	// HubReader reads the cluster namespace on the hub (the hub cache); HubWriter writes there.
 	HubReader client.Reader
 	HubWriter client.Client
@@ -64,6 +69,7 @@ type Rollup struct {
 func (r *Rollup) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 	if r.Local == nil {
 		r.Local = mgr.GetClient()
+		r.Reports = mgr.GetAPIReader()
 	}
 	if r.HubReader == nil {
 		r.HubReader = hub.GetCache()
@@ -81,8 +87,9 @@ func (r *Rollup) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 	local, remote := mgr.GetCache(), hub.GetCache()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		WatchesRawSource(source.Kind[client.Object](local, &openreportsv1alpha1.Report{}, r.enqueue(), aggregated)).
-		WatchesRawSource(source.Kind[client.Object](local, &openreportsv1alpha1.ClusterReport{}, r.enqueue(), aggregated)).
+		// Metadata only: an event says a report changed; the roll-up reads it when it runs.
+		WatchesRawSource(source.Kind[client.Object](local, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), r.enqueue(), aggregated)).
+		WatchesRawSource(source.Kind[client.Object](local, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), r.enqueue(), aggregated)).
 		WatchesRawSource(source.Kind[client.Object](local, &kubewardenv1.ClusterAdmissionPolicy{}, r.enqueue(), templates)).
 		WatchesRawSource(source.Kind[client.Object](local, &kubewardenv1.AdmissionPolicy{}, r.enqueue(), templates)).
 		WatchesRawSource(source.Kind[client.Object](local, &policyv1.ConfigurationPolicy{}, r.enqueue(), templates)).
@@ -123,7 +130,7 @@ func (r *Rollup) debounce() time.Duration {
 // Reconcile recomputes every summary of the cluster, writes those that changed and deletes those
 // of policies that have no results, no template or no replica on the hub any more.
 func (r *Rollup) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	parts, err := r.parts(ctx)
+	summaries, err := r.summaries(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -146,7 +153,7 @@ func (r *Rollup) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 		actual[current.Items[i].Name] = &current.Items[i]
 	}
 	var errs []error
-	for _, s := range Summarize(parts, r.Limits) {
+	for _, s := range summaries {
 		uid, ok := uids[s.Replicated]
 		if !ok {
 			continue // the hub removed the replica: its summary goes with it below
@@ -172,18 +179,16 @@ func (r *Rollup) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
-// parts reads the aggregated Reports and ClusterReports and maps each to its replicated policy;
-// reports of policies no template of this cluster's policies created are left out.
-func (r *Rollup) parts(ctx context.Context) ([]Part, error) {
-	mine := client.MatchingLabels{aggregate.LabelAggregatedBy: aggregate.AggregatorName}
-	// The cached objects are only read: Summarize copies the results it keeps.
-	var reportList openreportsv1alpha1.ReportList
-	if err := r.Local.List(ctx, &reportList, mine, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list aggregated reports: %w", err)
-	}
-	var clusterList openreportsv1alpha1.ClusterReportList
-	if err := r.Local.List(ctx, &clusterList, mine, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list aggregated cluster reports: %w", err)
+// listPage bounds how many aggregated reports one read holds.
+const listPage = 100
+
+// summaries reads the aggregated Reports and ClusterReports a page at a time, maps each to its
+// replicated policy and sums them; reports of policies no template of this cluster's policies
+// created are left out.
+func (r *Rollup) summaries(ctx context.Context) ([]Summary, error) {
+	reader := r.Reports
+	if reader == nil {
+		reader = r.Local
 	}
 	type reported struct {
 		scope           reportsv1alpha1.PolicyScope
@@ -202,28 +207,50 @@ func (r *Rollup) parts(ctx context.Context) ([]Part, error) {
 		owners[key] = owner
 		return owner, err
 	}
-	var parts []Part
-	for i := range reportList.Items {
-		rep := &reportList.Items[i]
-		owner, err := ownerOf(rep)
-		if err != nil {
-			return nil, err
-		}
+	z := newSummarizer(r.Limits)
+	add := func(o client.Object, summary openreportsv1alpha1.ReportSummary, results []openreportsv1alpha1.ReportResult) error {
+		owner, err := ownerOf(o)
 		if owner != "" {
-			parts = append(parts, Part{Replicated: owner, Summary: rep.Summary, Results: rep.Results})
+			z.add(Part{Replicated: owner, Summary: summary, Results: results})
+		}
+		return err
+	}
+	mine := client.MatchingLabels{aggregate.LabelAggregatedBy: aggregate.AggregatorName}
+	for cont := ""; ; {
+		var list openreportsv1alpha1.ReportList
+		if err := reader.List(ctx, &list, mine, client.Limit(listPage), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("list aggregated reports: %w", err)
+		}
+		for i := range list.Items {
+			if err := add(&list.Items[i], list.Items[i].Summary, list.Items[i].Results); err != nil {
+				return nil, err
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			break
 		}
 	}
-	for i := range clusterList.Items {
-		rep := &clusterList.Items[i]
-		owner, err := ownerOf(rep)
-		if err != nil {
-			return nil, err
+	for cont := ""; ; {
+		var list openreportsv1alpha1.ClusterReportList
+		if err := reader.List(ctx, &list, mine, client.Limit(listPage), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("list aggregated cluster reports: %w", err)
 		}
-		if owner != "" {
-			parts = append(parts, Part{Replicated: owner, Summary: rep.Summary, Results: rep.Results})
+		for i := range list.Items {
+			if err := add(&list.Items[i], list.Items[i].Summary, list.Items[i].Results); err != nil {
+				return nil, err
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			break
 		}
 	}
-	return parts, nil
+	return z.summaries(), nil
+}
+
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 // write creates the summary, or updates cur when its serialised content differs: an unchanged

@@ -59,24 +59,43 @@ func (l Limits) withDefaults() Limits {
 // MaxResults of them and no more than MaxBytes of them serialised. Pass and skip results are only
 // counted. The output is sorted by replicated policy and does not depend on the order of parts.
 func Summarize(parts []Part, limits Limits) []Summary {
-	limits = limits.withDefaults()
-	byPolicy := map[string]*Summary{}
+	s := newSummarizer(limits)
 	for _, p := range parts {
-		s := byPolicy[p.Replicated]
-		if s == nil {
-			s = &Summary{Replicated: p.Replicated}
-			byPolicy[p.Replicated] = s
-		}
-		add(&s.Counts, p.Summary)
-		for i := range p.Results {
-			if severity(p.Results[i].Result) > 0 {
-				s.Worst = keepWorst(s.Worst, &p.Results[i], limits.MaxResults)
-			}
+		s.add(p)
+	}
+	return s.summaries()
+}
+
+// summarizer is Summarize one part at a time: it keeps only counts and the worst results, so the
+// reports it reads can be read a page at a time and dropped.
+type summarizer struct {
+	limits   Limits
+	byPolicy map[string]*Summary
+}
+
+func newSummarizer(limits Limits) *summarizer {
+	return &summarizer{limits: limits.withDefaults(), byPolicy: map[string]*Summary{}}
+}
+
+// add counts p and keeps what of its results is among its policy's worst; it copies what it keeps.
+func (z *summarizer) add(p Part) {
+	s := z.byPolicy[p.Replicated]
+	if s == nil {
+		s = &Summary{Replicated: p.Replicated}
+		z.byPolicy[p.Replicated] = s
+	}
+	add(&s.Counts, p.Summary)
+	for i := range p.Results {
+		if severity(p.Results[i].Result) > 0 {
+			s.Worst = keepWorst(s.Worst, &p.Results[i], z.limits.MaxResults)
 		}
 	}
-	out := make([]Summary, 0, len(byPolicy))
-	for _, s := range byPolicy {
-		s.Worst = withinBytes(s.Worst, limits.MaxBytes)
+}
+
+func (z *summarizer) summaries() []Summary {
+	out := make([]Summary, 0, len(z.byPolicy))
+	for _, s := range z.byPolicy {
+		s.Worst = withinBytes(s.Worst, z.limits.MaxBytes)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return cmp.Compare(a.Replicated, b.Replicated) })

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +45,14 @@ type reportFeed struct {
 
 // SetupReportFeed adds the report feed to mgr.
 func SetupReportFeed(mgr ctrl.Manager) error {
-	f := &reportFeed{client: mgr.GetClient(), batch: newReportBatch(mgr.GetClient(), 2, defaultBatchDelay)}
+	// Reports are written through a client that reads from the apiserver: the feed keeps only
+	// the reports' metadata (an index of their policy keys), never their results, as the
+	// aggregator does not either.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+	if err != nil {
+		return fmt.Errorf("report feed client: %w", err)
+	}
+	f := &reportFeed{client: mgr.GetClient(), batch: newReportBatch(direct, 2, defaultBatchDelay)}
 	if err := mgr.Add(f.batch); err != nil {
 		return err
 	}
@@ -58,11 +66,10 @@ func SetupReportFeed(mgr ctrl.Manager) error {
 		return out
 	}
 	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &reportsv1alpha1.ResourceReport{}, policyKeysIndex, keys); err != nil {
-		return fmt.Errorf("index resource reports by policy: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &reportsv1alpha1.ClusterResourceReport{}, policyKeysIndex, keys); err != nil {
-		return fmt.Errorf("index cluster resource reports by policy: %w", err)
+	for _, kind := range []string{"ResourceReport", "ClusterResourceReport"} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, reportMetadata(kind), policyKeysIndex, keys); err != nil {
+			return fmt.Errorf("index %ss by policy: %w", kind, err)
+		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(reportsControllerName).
@@ -99,19 +106,15 @@ func (f *reportFeed) sync(ctx context.Context, policy reports.PolicyRef, version
 	key, _ := reportsv1alpha1.PolicyLabelKey(policy.Scope, policy.Name)
 	// A report is named by its resource's UID.
 	stale := map[types.UID]reports.Resource{}
-	var namespaced reportsv1alpha1.ResourceReportList
-	if err := f.client.List(ctx, &namespaced, client.MatchingFields{policyKeysIndex: key}); err != nil {
-		return fmt.Errorf("list reports of %s: %w", policy.Name, err)
-	}
-	for i := range namespaced.Items {
-		stale[types.UID(namespaced.Items[i].Name)] = resourceOf(&namespaced.Items[i])
-	}
-	var cluster reportsv1alpha1.ClusterResourceReportList
-	if err := f.client.List(ctx, &cluster, client.MatchingFields{policyKeysIndex: key}); err != nil {
-		return fmt.Errorf("list cluster reports of %s: %w", policy.Name, err)
-	}
-	for i := range cluster.Items {
-		stale[types.UID(cluster.Items[i].Name)] = resourceOf(&cluster.Items[i])
+	for _, kind := range []string{"ResourceReportList", "ClusterResourceReportList"} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(reportsv1alpha1.GroupVersion.WithKind(kind))
+		if err := f.client.List(ctx, list, client.MatchingFields{policyKeysIndex: key}); err != nil {
+			return fmt.Errorf("list %s of %s: %w", kind, policy.Name, err)
+		}
+		for i := range list.Items {
+			stale[types.UID(list.Items[i].Name)] = resourceOf(&list.Items[i])
+		}
 	}
 	for uid, res := range f.batch.pendingFor(policy) {
 		stale[uid] = res
@@ -127,7 +130,7 @@ func (f *reportFeed) sync(ctx context.Context, policy reports.PolicyRef, version
 }
 
 // resourceOf is the resource a report is about, from its ownerReference.
-func resourceOf(r reportsv1alpha1.Object) reports.Resource {
+func resourceOf(r client.Object) reports.Resource {
 	res := reports.Resource{Namespace: r.GetNamespace(), UID: types.UID(r.GetName())}
 	if refs := r.GetOwnerReferences(); len(refs) == 1 {
 		res.APIVersion, res.Kind, res.Name = refs[0].APIVersion, refs[0].Kind, refs[0].Name
@@ -168,4 +171,10 @@ func objectResults(p *policyv1.ConfigurationPolicy) map[types.UID]objectReport {
 		out[uid] = entry
 	}
 	return out
+}
+
+func reportMetadata(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(reportsv1alpha1.GroupVersion.WithKind(kind))
+	return m
 }

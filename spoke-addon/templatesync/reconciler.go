@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +47,9 @@ type Reconciler struct {
 	Recorder         record.EventRecorder
 	ClusterNamespace string
 	Clock            clock.PassiveClock
+	// Reports reads the aggregated policy reports whose failures make a serving admission
+	// policy NonCompliant: uncached (the manager's API reader) when nil at setup.
+	Reports client.Reader
 
 	watches *watches
 }
@@ -411,13 +413,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Mapper == nil {
 		r.Mapper = mgr.GetRESTMapper()
 	}
+	if r.Reports == nil {
+		r.Reports = mgr.GetAPIReader()
+	}
 	r.watches = newWatches(mgr.GetCache())
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.ClusterNamespace })
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("templatesync").
 		For(&policyv1.Policy{}, builder.WithPredicates(inNamespace, predicate.GenerationChangedPredicate{})).
-		Watches(&openreportsv1alpha1.Report{}, handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(failsChanged)).
-		Watches(&openreportsv1alpha1.ClusterReport{}, handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(failsChanged)).
+		WatchesMetadata(reportMetadata("Report"), handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(aggregatedReport)).
+		WatchesMetadata(reportMetadata("ClusterReport"), handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(aggregatedReport)).
 		Build(r)
 	if err != nil {
 		return err

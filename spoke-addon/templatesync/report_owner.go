@@ -57,40 +57,55 @@ func reportedPolicy(kind, namespace string) (scope reportsv1alpha1.PolicyScope, 
 }
 
 // reportedFailures counts the fail results the aggregated Reports (and, for a cluster-wide
-// policy, ClusterReports) hold for the policy.
-func reportedFailures(ctx context.Context, c client.Reader, scope reportsv1alpha1.PolicyScope, namespace, name string) (int, error) {
+// policy, ClusterReports) hold for the policy. It reads a page at a time from r (uncached in
+// production), so the addon never holds the cluster's results.
+func reportedFailures(ctx context.Context, r client.Reader, scope reportsv1alpha1.PolicyScope, namespace, name string) (int, error) {
 	labels := client.MatchingLabels{
 		reportsaggregate.LabelAggregatedBy: reportsaggregate.AggregatorName,
 		reportsaggregate.LabelPolicy:       reportsv1alpha1.LabelSafe(name),
 		reportsaggregate.LabelPolicyScope:  string(scope),
 	}
-	opts := []client.ListOption{labels, client.UnsafeDisableDeepCopy}
-	if namespace != "" {
-		opts = append(opts, client.InNamespace(namespace))
-	}
 	fails := 0
-	var list openreportsv1alpha1.ReportList
-	if err := c.List(ctx, &list, opts...); err != nil {
-		return 0, fmt.Errorf("list reports of %s: %w", name, err)
-	}
-	for i := range list.Items {
-		if reportsaggregate.PolicyOf(&list.Items[i]) == name {
-			fails += list.Items[i].Summary.Fail
+	for cont := ""; ; {
+		opts := []client.ListOption{labels, client.Limit(reportPage), client.Continue(cont)}
+		if namespace != "" {
+			opts = append(opts, client.InNamespace(namespace))
+		}
+		var list openreportsv1alpha1.ReportList
+		if err := r.List(ctx, &list, opts...); err != nil {
+			return 0, fmt.Errorf("list reports of %s: %w", name, err)
+		}
+		for i := range list.Items {
+			if reportsaggregate.PolicyOf(&list.Items[i]) == name {
+				fails += list.Items[i].Summary.Fail
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			break
 		}
 	}
-	if scope == reportsv1alpha1.PolicyScopeCluster {
-		var clusterList openreportsv1alpha1.ClusterReportList
-		if err := c.List(ctx, &clusterList, labels, client.UnsafeDisableDeepCopy); err != nil {
+	if scope != reportsv1alpha1.PolicyScopeCluster {
+		return fails, nil
+	}
+	for cont := ""; ; {
+		var list openreportsv1alpha1.ClusterReportList
+		if err := r.List(ctx, &list, labels, client.Limit(reportPage), client.Continue(cont)); err != nil {
 			return 0, fmt.Errorf("list cluster reports of %s: %w", name, err)
 		}
-		for i := range clusterList.Items {
-			if reportsaggregate.PolicyOf(&clusterList.Items[i]) == name {
-				fails += clusterList.Items[i].Summary.Fail
+		for i := range list.Items {
+			if reportsaggregate.PolicyOf(&list.Items[i]) == name {
+				fails += list.Items[i].Summary.Fail
 			}
+		}
+		if cont = list.Continue; cont == "" {
+			break
 		}
 	}
 	return fails, nil
 }
+
+// reportPage bounds how many aggregated reports one read holds.
+const reportPage = 100
 
 func objectMeta(namespace, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name}

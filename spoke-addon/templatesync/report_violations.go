@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,7 +27,11 @@ func (r *Reconciler) withViolations(ctx context.Context, obj *unstructured.Unstr
 		return state, message, nil
 	}
 	scope, ns := reportedPolicy(obj.GetKind(), obj.GetNamespace())
-	fails, err := reportedFailures(ctx, r.Client, scope, ns, obj.GetName())
+	reader := r.Reports
+	if reader == nil {
+		reader = r.Client
+	}
+	fails, err := reportedFailures(ctx, reader, scope, ns, obj.GetName())
 	if err != nil {
 		return state, message, err
 	}
@@ -56,20 +60,15 @@ func (r *Reconciler) reportToPolicy(ctx context.Context, o client.Object) []reco
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.ClusterNamespace, Name: owner}}}
 }
 
-// failsChanged passes report events that can change a compliance: a Report with failures comes or
-// goes, or its fail count changes. Passes and warnings alone never wake a policy.
-var failsChanged = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool { return failsOf(e.Object) > 0 },
-	DeleteFunc: func(e event.DeleteEvent) bool { return failsOf(e.Object) > 0 },
-	UpdateFunc: func(e event.UpdateEvent) bool { return failsOf(e.ObjectOld) != failsOf(e.ObjectNew) },
-}
+// aggregatedReport passes events of the Reports the aggregator wrote. The watch holds metadata
+// only, so any change of one wakes its policy, which then reads the counts; the aggregator writes
+// a Report only when its content changed.
+var aggregatedReport = predicate.NewPredicateFuncs(func(o client.Object) bool {
+	return o.GetLabels()[reportsaggregate.LabelAggregatedBy] == reportsaggregate.AggregatorName
+})
 
-func failsOf(o client.Object) int {
-	switch r := o.(type) {
-	case *openreportsv1alpha1.Report:
-		return r.Summary.Fail
-	case *openreportsv1alpha1.ClusterReport:
-		return r.Summary.Fail
-	}
-	return 0
+func reportMetadata(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(openreportsv1alpha1.SchemeGroupVersion.WithKind(kind))
+	return m
 }
