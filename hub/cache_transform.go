@@ -1,6 +1,7 @@
 package hub
 
 import (
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -23,6 +24,19 @@ func trimPolicy(obj any) (any, error) {
 			p.Status.Details = nil
 			propagator.TrimReplica(p)
 		}
+	}
+	return obj, nil
+}
+
+// trimReport keeps a rolled-up Report's summary and drops its worst results: the hub reads only
+// the counts, and holds one summary per cluster and policy.
+func trimReport(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	if r, ok := obj.(*openreportsv1alpha1.Report); ok {
+		r.Results = nil
 	}
 	return obj, nil
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"testing"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -86,5 +87,17 @@ func TestTrimPolicy_IsIdempotent(t *testing.T) {
 	}
 	if p.GenerateName != first {
 		t.Errorf("second pass hashed the emptied spec: %q, was %q", p.GenerateName, first)
+	}
+}
+
+func TestTrimReport_KeepsTheSummaryDropsTheWorstResults(t *testing.T) {
+	r := &openreportsv1alpha1.Report{ObjectMeta: metav1.ObjectMeta{Name: "ns.p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Summary: openreportsv1alpha1.ReportSummary{Pass: 2, Fail: 1},
+		Results: []openreportsv1alpha1.ReportResult{{Policy: "p", Result: "fail"}}}
+	if _, err := trimReport(r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Results != nil || r.ManagedFields != nil || r.Summary.Fail != 1 || r.Summary.Pass != 2 || r.Name != "ns.p" {
+		t.Errorf("trimmed report %+v", r)
 	}
 }

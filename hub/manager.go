@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -31,6 +32,7 @@ var scheme = func() *runtime.Scheme {
 	utilruntime.Must(clusterv1beta1.Install(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(policyv1beta1.AddToScheme(s))
+	utilruntime.Must(openreportsv1alpha1.AddToScheme(s))
 	return s
 }()
 
@@ -62,7 +64,10 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// Managed fields are half of a replica's size and the hub never reads them.
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         map[client.Object]cache.ByObject{&policyv1.Policy{}: {Transform: trimPolicy}},
+			ByObject: map[client.Object]cache.ByObject{
+				&policyv1.Policy{}:            {Transform: trimPolicy},
+				&openreportsv1alpha1.Report{}: {Transform: trimReport},
+			},
 		},
 	})
 	if err != nil {

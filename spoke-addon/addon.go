@@ -3,22 +3,26 @@ package spokeaddon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/lease"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/reports/aggregate"
+	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/specsync"
@@ -59,10 +63,19 @@ type Options struct {
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
+	// ExternalAdmissionPolicy leaves ClusterAdmissionPolicies, AdmissionPolicies and
+	// PolicyServers to a controller running elsewhere (a test playing it) instead of Regent's own.
+	ExternalAdmissionPolicy bool
 	// ExternalReportsAggregator leaves merging per-resource reports into openreports Reports to
 	// `regent reports-aggregator` processes (several, sharded, on a large cluster) instead of the
 	// aggregator the addon runs for the whole cluster.
 	ExternalReportsAggregator bool
+	// ReportsRollup bounds the per-policy summaries the addon writes into its cluster namespace
+	// on the hub (reports/rollup); zero fields take the defaults.
+	ReportsRollup rollup.Limits
+	// ReportsRollupDebounce is how long the roll-up waits after a report changed;
+	// rollup.DefaultDebounce when zero.
+	ReportsRollupDebounce time.Duration
 	// Admission configures the admission policy controller (ClusterAdmissionPolicy,
 	// AdmissionPolicy, PolicyServer → PolicyRevisions, webhooks, policy-server workloads).
 	Admission admissionpolicy.Options
@@ -87,6 +100,8 @@ func New(opts Options) (manager.Manager, error) {
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
 		Scheme:  scheme.Scheme,
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		// A process may build the addon more than once (tests run several addons in-process).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// Template and dependency objects are read through the watches that wake their policies,
 		// so a read never sees older state than the event that caused it.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -118,13 +133,21 @@ func New(opts Options) (manager.Manager, error) {
 				SetupWithManager(mgr, hub, opts.ClusterName)
 		},
 	}
+	setups = append(setups, func() error {
+		return (&rollup.Rollup{ClusterName: opts.ClusterName, Limits: opts.ReportsRollup, Debounce: opts.ReportsRollupDebounce}).
+			SetupWithManager(mgr, hub)
+	})
 	if opts.Admission.Namespace == "" {
 		opts.Admission.Namespace = admissionpolicy.DefaultNamespace
 	}
-	setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
+	if !opts.ExternalAdmissionPolicy {
+		setups = append(setups, func() error { return admissionpolicy.SetupWithManager(mgr, opts.Admission) })
+	}
 	if !opts.ExternalConfigPolicy {
 		setups = append(setups, func() error { return configpolicy.SetupWithManager(mgr, configpolicy.Options{}) })
 	}
+	// ConfigurationPolicy results feed the per-resource reports whichever controller evaluates them.
+	setups = append(setups, func() error { return configpolicy.SetupReportFeed(mgr) })
 	if !opts.ExternalReportsAggregator {
 		setups = append(setups, func() error { return (&aggregate.Aggregator{}).SetupWithManager(mgr) })
 	}

@@ -6,9 +6,9 @@ import (
 )
 
 // HubRole is all the addon of one cluster may do on the hub: read the replicated policies of its
-// own cluster namespace, write their status, record Events there, and renew its own Lease (OCM's
-// fallback when the managed cluster cannot hold it: addon-framework's lease updater with a hub
-// config, a Lease named after the addon). Nothing cluster-wide, so one compromised cluster cannot
+// own cluster namespace, write their status and the cluster's rolled-up policy reports, record
+// Events there, and renew its own Lease (OCM's fallback when the managed cluster cannot hold it:
+// addon-framework's lease updater with a hub config, a Lease named after the addon). Nothing cluster-wide, so one compromised cluster cannot
 // read or change another's policies; and no other Lease, so it cannot renew or steal one. RBAC
 // cannot limit create by name (the object has none when it is authorized): creating a Lease of
 // another name is allowed, but never reading or renewing it.
@@ -18,6 +18,8 @@ func HubRole(clusterName string) *rbacv1.Role {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"policy.open-cluster-management.io"}, Resources: []string{"policies/status"}, Verbs: []string{"get", "update", "patch"}},
+			// The cluster's rolled-up policy reports (reports/rollup), one per replicated policy.
+			{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{AddonName}, Verbs: []string{"get", "update"}},

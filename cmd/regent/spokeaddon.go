@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"regent.dev/regent/reports/rollup"
 	spokeaddon "regent.dev/regent/spoke-addon"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 )
@@ -46,6 +47,8 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.InstallNamespace, "install-namespace", spokeaddon.DefaultInstallNamespace, "namespace of the addon's Lease")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	f.BoolVar(&opts.ExternalReportsAggregator, "external-reports-aggregator", false, "leave report aggregation to 'regent reports-aggregator' processes (e.g. sharded) instead of running it here")
+	f.IntVar(&opts.ReportsRollup.MaxResults, "rollup-max-results", rollup.DefaultMaxResults, "worst results (fail, error, warn) a policy's summary on the hub names")
+	f.IntVar(&opts.ReportsRollup.MaxBytes, "rollup-max-bytes", rollup.DefaultMaxBytes, "bound on the serialised results of a policy's summary on the hub")
 	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
 	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
 	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")

@@ -18,6 +18,8 @@ type input struct {
 	groups    sdkv1beta1.ClusterGroupsMap
 	// enforcing are the clusters of placements whose binding overrides remediation to enforce.
 	enforcing sets.Set[string]
+	// violations are the fail counts of the clusters' rolled-up reports, by cluster.
+	violations map[string]int64
 }
 
 // plan is what the reconciler writes for one root.
@@ -26,6 +28,7 @@ type plan struct {
 	decision   rollout.Decision
 	groups     sdkv1beta1.ClusterGroupsMap
 	compliance map[string]policyv1.ComplianceState
+	violations map[string]int64
 	desired    map[string]*policyv1.PolicySpec
 	// hash is the SpecHash of each spec in desired.
 	hash             map[*policyv1.PolicySpec]string
@@ -38,7 +41,8 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 	root := in.root
 	strategy, mode := strategyOf(root)
 	sp := specsOf(root)
-	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, hash: sp.hash, compliance: map[string]policyv1.ComplianceState{}}
+	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, hash: sp.hash, compliance: map[string]policyv1.ComplianceState{},
+		violations: in.violations}
 	out.overridesIgnored = len(in.selection.Enforcing) > 0 && strategy.Type != clusterv1alpha1.All
 	active := func(cluster string) *policyv1.PolicySpec {
 		if mode != rollout.Progressive && !out.overridesIgnored && in.enforcing.Has(cluster) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,7 @@ var testScheme = func() *runtime.Scheme {
 	utilruntime.Must(clusterv1beta2.Install(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(policyv1beta1.AddToScheme(s))
+	utilruntime.Must(openreportsv1alpha1.AddToScheme(s))
 	return s
 }()
 

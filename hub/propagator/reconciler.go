@@ -111,6 +111,9 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 		return in, nil
 	}
 	var err error
+	if in.violations, err = r.violations(ctx, root); err != nil {
+		return input{}, err
+	}
 	if in.groups, err = decisions.Groups(ctx, r.Reader, in.selection.Placements); err != nil {
 		return input{}, err
 	}
@@ -129,7 +132,7 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) error {
 	status := root.Status.DeepCopy()
 	status.Placement = p.selection.Status
-	status.Status = clusterLines(p.decision, p.compliance)
+	status.Status = clusterLines(p.decision, p.compliance, p.violations)
 	status.ComplianceState = aggregateCompliance(status.Status)
 	status.RolloutStatus = p.decision.Aggregate
 	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),

@@ -12,12 +12,18 @@ import (
 	"regent.dev/regent/hub/rollout"
 )
 
-// clusterLines turns a rollout decision and the clusters' compliance into the root's per-cluster
-// status, sorted by cluster name so an unchanged fleet gives an identical status and no write.
-func clusterLines(d rollout.Decision, compliance map[string]policyv1.ComplianceState) []*policyv1.CompliancePerClusterStatus {
+// clusterLines turns a rollout decision, the clusters' compliance and their reported violations
+// into the root's per-cluster status, sorted by cluster name so an unchanged fleet gives an
+// identical status and no write. A cluster without a rolled-up report has no violations count.
+func clusterLines(d rollout.Decision, compliance map[string]policyv1.ComplianceState, violations map[string]int64) []*policyv1.CompliancePerClusterStatus {
 	lines := make([]*policyv1.CompliancePerClusterStatus, 0, len(d.Clusters))
 	for name, c := range d.Clusters {
+		var count *int64
+		if v, ok := violations[name]; ok {
+			count = &v
+		}
 		lines = append(lines, &policyv1.CompliancePerClusterStatus{
+			Violations:         count,
 			ComplianceState:    compliance[name],
 			RolloutStatus:      c.Status,
 			ClusterName:        name,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -38,6 +39,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}); err != nil {
 		return fmt.Errorf("index bindings by placement: %w", err)
 	}
+	if err := idx.IndexField(ctx, &openreportsv1alpha1.Report{}, summaryIndex, summaryKey); err != nil {
+		return fmt.Errorf("index rolled-up reports by replica: %w", err)
+	}
 	roots := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isReplica(o.(*policyv1.Policy)) })
 	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o.(*policyv1.Policy)) })
 	return ctrl.NewControllerManagedBy(mgr).
@@ -47,6 +51,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
+		Watches(&openreportsv1alpha1.Report{}, handler.EnqueueRequestsFromMapFunc(summaryToRoot), builder.WithPredicates(summaryFailsChanged)).
 		// A process may build the hub's manager more than once (tests restart it in-process).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		Complete(r)

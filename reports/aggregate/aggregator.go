@@ -311,3 +311,12 @@ func fill(obj client.Object, d Desired) {
 // runs with (see package memlimit): its live heap is a few MiB of metadata, while a merge
 // allocates and frees about its namespace's reports' size; measured in docs/benchmarks.md.
 const DefaultMemoryLimit = 32 << 20
+
+// PolicyOf returns the full name of the policy whose results an aggregated Report holds: the
+// annotation when the label had to be hashed, the label otherwise.
+func PolicyOf(report client.Object) string {
+	if name := report.GetAnnotations()[AnnotationPolicy]; name != "" {
+		return name
+	}
+	return report.GetLabels()[LabelPolicy]
+}

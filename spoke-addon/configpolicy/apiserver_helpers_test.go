@@ -51,7 +51,8 @@ func (l *evaluationLog) get(p types.NamespacedName) (evaluations, writes int) {
 
 // startController runs the controller in a manager against cfg until the test ends and returns
 // a client with strict field validation, so schema gaps fail instead of pruning silently.
-func startController(t testing.TB, cfg *rest.Config, opts Options) (client.Client, *evaluationLog) {
+// Controllers in also are set up beside it (the report feed).
+func startController(t testing.TB, cfg *rest.Config, opts Options, also ...func(ctrl.Manager) error) (client.Client, *evaluationLog) {
 	t.Helper()
 	// The controller's logs are not the test's subject; without a logger controller-runtime
 	// prints a stack trace warning instead.
@@ -69,6 +70,11 @@ func startController(t testing.TB, cfg *rest.Config, opts Options) (client.Clien
 	}
 	if err := SetupWithManager(mgr, opts); err != nil {
 		t.Fatal(err)
+	}
+	for _, setup := range also {
+		if err := setup(mgr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fleettest.StartManager(t, mgr)
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})

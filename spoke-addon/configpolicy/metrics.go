@@ -19,6 +19,12 @@ var (
 		Name: "regent_configpolicy_status_writes_total",
 		Help: "ConfigurationPolicy status updates; evaluations that change nothing write nothing.",
 	})
+	reportApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regent_configpolicy_report_applies_total",
+		Help: "Per-resource report updates by the ConfigurationPolicy report feed, by outcome: written, unchanged or error.",
+	}, []string{"outcome"})
 )
 
-func init() { metrics.Registry.MustRegister(evaluations, evaluationSeconds, statusWrites) }
+func init() {
+	metrics.Registry.MustRegister(evaluations, evaluationSeconds, statusWrites, reportApplies)
+}

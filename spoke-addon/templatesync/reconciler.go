@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -46,6 +47,9 @@ type Reconciler struct {
 	Recorder         record.EventRecorder
 	ClusterNamespace string
 	Clock            clock.PassiveClock
+	// Reports reads the aggregated policy reports whose failures make a serving admission
+	// policy NonCompliant: uncached (the manager's API reader) when nil at setup.
+	Reports client.Reader
 
 	watches *watches
 }
@@ -197,6 +201,9 @@ func (r *Reconciler) applyTemplate(ctx context.Context, p *policyv1.Policy, tmpl
 	}
 	res.state, _ = complianceOf(current)
 	res.message = statusMessage(current, res.state)
+	if res.state, res.message, err = r.withViolations(ctx, current, res.state, res.message); err != nil {
+		return res, deps, obj, err
+	}
 	res.current = res.current && evaluatedCurrent(current)
 	return res, deps, obj, nil
 }
@@ -406,11 +413,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Mapper == nil {
 		r.Mapper = mgr.GetRESTMapper()
 	}
+	if r.Reports == nil {
+		r.Reports = mgr.GetAPIReader()
+	}
 	r.watches = newWatches(mgr.GetCache())
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.ClusterNamespace })
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("templatesync").
 		For(&policyv1.Policy{}, builder.WithPredicates(inNamespace, predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(reportMetadata("Report"), handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(aggregatedReport)).
+		WatchesMetadata(reportMetadata("ClusterReport"), handler.EnqueueRequestsFromMapFunc(r.reportToPolicy), builder.WithPredicates(aggregatedReport)).
 		Build(r)
 	if err != nil {
 		return err

@@ -169,6 +169,12 @@ type CompliancePerClusterStatus struct {
 	// deadline count from it, so a restarted hub resumes with the same clock.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// Violations is Regent's addition: how many existing objects on the cluster fail the
+	// policy's admission and configuration checks (the fail count of the cluster's rolled-up
+	// report, a Report named after the replica in the cluster namespace). Absent while the
+	// cluster has reported none.
+	// +optional
+	Violations *int64 `json:"violations,omitempty"`
 }
 
 // DetailsPerTemplate is the compliance of one template.
