@@ -22,7 +22,7 @@ import (
 
 // admissionBenchEngine is an engine with the EU/PCI policy and n ManagedClusters (a third in the
 // US, PCI levels 1..3), as the inventory would replicate them.
-func admissionBenchEngine(b *testing.B, n int) *Engine {
+func admissionBenchEngine(b testing.TB, n int) *Engine {
 	b.Helper()
 	e := NewEngine()
 	if err := e.SetSource("regent-system/eu-pci", map[string]string{"regent-system/eu-pci/p.rego": euPCIPolicy}); err != nil {

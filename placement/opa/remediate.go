@@ -269,8 +269,14 @@ func (r *Remediator) pass(ctx context.Context, objs []map[string]any) {
 		}
 		if err := r.apply(ctx, u, c.merged); err != nil {
 			remediations.WithLabelValues("failed", dry).Inc()
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				// Someone wrote it in between: its own update event brings it back.
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if apierrors.IsConflict(err) {
+				// Someone wrote it in between, most often OCM's placement controller updating
+				// its status, an update the informer's handler ignores: evaluate it again
+				// from the newer version in the next pass.
+				r.notify(name)
 				continue
 			}
 			r.recorder.Eventf(u, corev1.EventTypeWarning, ReasonEvalFailed, "apply the placement policy's new answer: %v", err)
