@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"regent.dev/regent/loadgen"
 	"regent.dev/regent/policyserver/engine"
 	"regent.dev/regent/policyserver/internal/guests"
 )
@@ -152,30 +153,30 @@ func (ws workspace) loadTable(opaBin string, concurrencies []int, warmup, durati
 	fmt.Println("|---|---|---|---|---|---|---|")
 	ratio := map[int]float64{}
 	for _, c := range concurrencies {
-		run := func(name, runtime, url string, body []byte, check func([]byte) error) (result, error) {
-			res, err := load(url, body, ws.certs.CAPEM, c, warmup, duration, check)
-			if err != nil && res.requests == 0 {
+		run := func(name, runtime, url string, body []byte, check func([]byte) error) (loadgen.Result, error) {
+			res, err := loadgen.Run(loadgen.Target{URL: url, Body: body, Check: check}, ws.certs.CAPEM, c, warmup, duration)
+			if err != nil && res.Requests == 0 {
 				return res, fmt.Errorf("%s %s: %w", name, runtime, err)
 			}
 			row(name, runtime, c, res)
 			return res, nil
 		}
-		regentRego := func() (result, error) {
+		regentRego := func() (loadgen.Result, error) {
 			return run("Regent policy server", "OPA (Rego → wasm)", "https://"+regent.addr+"/validate/opa", review, checkAllowed)
 		}
-		opaServer := func() (result, error) {
+		opaServer := func() (loadgen.Result, error) {
 			return run("OPA v1.22.2 `opa run --server`", "Rego (topdown), data API", "https://"+opa.addr+"/v1/data/policy/main", opaInput, checkOPAAllowed)
 		}
 		// The comparison runs in A-B-B-A order so that drift in the machine's load (it is shared)
 		// falls on both sides alike.
 		if opa != nil {
 			var rates [4]float64
-			for i, f := range []func() (result, error){opaServer, regentRego, regentRego, opaServer} {
+			for i, f := range []func() (loadgen.Result, error){opaServer, regentRego, regentRego, opaServer} {
 				res, err := f()
 				if err != nil {
 					return err
 				}
-				rates[i] = res.rate()
+				rates[i] = res.Rate()
 			}
 			ratio[c] = (rates[1] + rates[2]) / (rates[0] + rates[3])
 		}
@@ -200,8 +201,8 @@ func (ws workspace) loadTable(opaBin string, concurrencies []int, warmup, durati
 	return nil
 }
 
-func row(server, runtime string, c int, r result) {
-	fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %d |\n", server, runtime, c, r.rate(), us(r.p50), us(r.p99), r.errors)
+func row(server, runtime string, c int, r loadgen.Result) {
+	fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %d |\n", server, runtime, c, r.Rate(), us(r.P50), us(r.P99), r.Errors)
 }
 
 func checkAllowed(b []byte) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"regent.dev/regent/fleet"
+	"regent.dev/regent/loadgen"
 	"regent.dev/regent/placement/opa"
 	"regent.dev/regent/policyserver/selfsigned"
 )
@@ -243,8 +245,15 @@ func bench(opaBin string, n int, duration, warmup time.Duration, concurrencies, 
 	fmt.Printf("Auth (Regent): first request of a new token %s (TokenReview + SubjectAccessReview), the next %s (cached 5 s per token, verb and path).\n\n",
 		uncached.Round(10*time.Microsecond), cached.Round(10*time.Microsecond))
 	fmt.Printf("| server | concurrency | req/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
-	regentT := target{url: regentURL + policyPath, headers: auth, body: []byte(body), want: want}
-	opaT := target{url: opaURL + policyPath, body: []byte(body), want: want}
+	// both servers answer byte for byte alike, so one expected body serves both
+	check := func(b []byte) error {
+		if !bytes.Equal(b, want) {
+			return fmt.Errorf("answer %s, want %s", b, want)
+		}
+		return nil
+	}
+	regentT := loadgen.Target{URL: regentURL + policyPath, Headers: auth, Body: []byte(body), Check: check}
+	opaT := loadgen.Target{URL: opaURL + policyPath, Body: []byte(body), Check: check}
 	sums := map[string]map[int]float64{"regent": {}, "opa": {}}
 	for _, c := range cs {
 		for _, which := range []string{"regent", "opa", "opa", "regent"} {
@@ -252,12 +261,12 @@ func bench(opaBin string, n int, duration, warmup time.Duration, concurrencies, 
 			if which == "opa" {
 				t, name = opaT, "OPA "+opaVersion(opaBin)+" `opa run --server` (HTTPS)"
 			}
-			r, err := load(t, certs.CAPEM, c, warmup, duration)
-			if err != nil && r.requests == 0 {
+			r, err := loadgen.Run(t, certs.CAPEM, c, warmup, duration)
+			if err != nil && r.Requests == 0 {
 				return fmt.Errorf("%s c=%d: %w", which, c, err)
 			}
-			sums[which][c] += r.rate()
-			fmt.Printf("| %s | %d | %.0f | %s | %s | %d |\n", name, c, r.rate(), us(r.p50), us(r.p99), r.errors)
+			sums[which][c] += r.Rate()
+			fmt.Printf("| %s | %d | %.0f | %s | %s | %d |\n", name, c, r.Rate(), us(r.P50), us(r.P99), r.Errors)
 		}
 	}
 	fmt.Printf("\nRatio Regent/OPA (req/s summed over the A-B-B-A runs):")
