@@ -49,6 +49,8 @@ func newHubCommand() *cobra.Command {
 			if addonManager {
 				g.Go(func() error { return addon.Run(ctx, cfg, addon.Options{Image: addonImage}) })
 			}
+			placement.Admission.LeaderElection = opts.LeaderElection
+			placement.Admission.LeaderElectionNamespace = opts.LeaderElectionNamespace
 			if placement.Addr != "" {
 				g.Go(func() error { return opa.Run(ctx, cfg, placement) })
 			}

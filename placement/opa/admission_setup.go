@@ -26,6 +26,11 @@ type AdmissionOptions struct {
 	Disabled bool
 	// DryRun makes the remediator only report (Events, log, metric) what it would change.
 	DryRun bool
+	// LeaderElection runs the remediator only in the hub replica holding the Lease
+	// RemediatorLease in LeaderElectionNamespace (the policy namespace when empty); every replica
+	// still serves the webhook and the query API, which write nothing.
+	LeaderElection          bool
+	LeaderElectionNamespace string
 }
 
 // exist reports whether any placement policy ConfigMap exists, loaded or refused: a policy that
@@ -58,8 +63,16 @@ func startAdmission(ctx context.Context, engine *Engine, policies *Policies, kub
 	if err := rem.Watch(ctx, engine); err != nil {
 		return nil, err
 	}
-	rem.NotifyAll() // what changed while the hub was down
-	go rem.Run(ctx)
+	if !opts.LeaderElection {
+		rem.NotifyAll() // what changed while the hub was down
+		go rem.Run(ctx)
+	} else {
+		lease := leaseLock(kube, opts.LeaderElectionNamespace, leaseIdentity())
+		go leadRemediation(ctx, lease, func(ctx context.Context) {
+			rem.NotifyAll() // what changed while another replica led, or none did
+			rem.Run(ctx)
+		})
+	}
 	return &Admission{
 		evaluator:     ev,
 		policiesExist: func() bool { return policies.exist() || len(engine.Modules()) > 0 },

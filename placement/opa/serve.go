@@ -86,6 +86,9 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 	mux := http.NewServeMux()
 	mux.Handle("/", &Handler{Engine: engine, Auth: NewAuthorizer(kube)})
 	if !opts.Admission.Disabled {
+		if opts.Admission.LeaderElectionNamespace == "" {
+			opts.Admission.LeaderElectionNamespace = opts.Namespace
+		}
 		admit, err := startAdmission(ctx, engine, policies, kube, dyn, recorder, opts.Admission)
 		if err != nil {
 			ln.Close()
