@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regent_admission_reports_writes_total",
-			Help: "Report writes of the admission producer by outcome: written (created or updated), unchanged (no request beyond the read), error.",
+			Help: "Report writes of the admission producer by outcome: written (created or updated), unchanged (no request beyond the read), known (the last write left these very results: no request), error.",
 		}, []string{"outcome"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regent_admission_reports_pending_resources",

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -122,6 +123,12 @@ type Queue struct {
 	// busy are the resources a writer is writing. Their newer answers wait out of order until
 	// the write ends, so two writers never race on one report.
 	busy map[types.UID]bool
+	// written is what the last write of each resource left in its report for each policy
+	// (writers only): an answer equal to it needs no request at all. Most admission answers
+	// repeat the last one, and the read Apply needs to compare would otherwise cost the
+	// apiserver one GET per resource per Delay. Bounded: cleared when it outgrows writtenMax.
+	writtenMu sync.Mutex
+	written   map[types.UID]map[reports.PolicyRef]policyResult
 }
 
 // resourceResults are the latest answer of each policy for one resource.
@@ -153,6 +160,7 @@ func New(opts Options) (*Queue, error) {
 		// Four answers per queued resource: a request twice for each of two policies.
 		recent:  newRecentAnswers(4 * opts.Capacity),
 		pending: map[types.UID]*resourceResults{}, busy: map[types.UID]bool{},
+		written: map[types.UID]map[reports.PolicyRef]policyResult{},
 	}, nil
 }
 
@@ -291,11 +299,26 @@ func (q *Queue) next(ctx context.Context) (*resourceResults, bool) {
 	}
 }
 
-// write applies a resource's results to its report.
+// writtenMax bounds the resources whose last written results the queue remembers.
+const writtenMax = 16384
+
+// write applies a resource's results to its report, skipping the policies whose result is what
+// the last write left there.
 func (q *Queue) write(ctx context.Context, p *resourceResults) error {
+	uid := p.resource.UID
+	q.writtenMu.Lock()
+	last := q.written[uid]
+	q.writtenMu.Unlock()
 	set := make([]reports.PolicyResults, 0, len(p.byPolicy))
 	for ref, r := range p.byPolicy {
+		if prev, ok := last[ref]; ok && prev.version == r.version && equality.Semantic.DeepEqual(prev.result, r.result) {
+			continue
+		}
 		set = append(set, reports.PolicyResults{Policy: ref, Version: r.version, Results: []openreportsv1alpha1.ReportResult{r.result}})
+	}
+	if len(set) == 0 {
+		q.metrics.writes.WithLabelValues("known").Inc()
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -304,12 +327,24 @@ func (q *Queue) write(ctx context.Context, p *resourceResults) error {
 	case err != nil:
 		q.metrics.writes.WithLabelValues("error").Inc()
 		q.opts.Logger.Error(err, "admission results not written", "attempt", p.attempts+1)
+		return err
 	case changed:
 		q.metrics.writes.WithLabelValues("written").Inc()
 	default:
 		q.metrics.writes.WithLabelValues("unchanged").Inc()
 	}
-	return err
+	q.writtenMu.Lock()
+	defer q.writtenMu.Unlock()
+	if len(q.written) >= writtenMax {
+		q.written = map[types.UID]map[reports.PolicyRef]policyResult{}
+	}
+	if q.written[uid] == nil {
+		q.written[uid] = map[reports.PolicyRef]policyResult{}
+	}
+	for ref, r := range p.byPolicy {
+		q.written[uid][ref] = r
+	}
+	return nil
 }
 
 // done ends a write. A failed batch waits again, under any newer answers of its resource,

@@ -1,8 +1,10 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/reports"
 )
@@ -188,4 +192,51 @@ func TestQueue_ReportOfAnObjectThatWasNeverStoredIsGarbageCollected(t *testing.T
 		err := c.Get(testCtx(t), client.ObjectKey{Namespace: ns, Name: string(never.UID)}, &reportsv1alpha1.ResourceReport{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("report of the never-stored ConfigMap still there (%v)", err)
 	})
+}
+
+// kube-apiserver asks again on every update of an object; a policy's answer is mostly the one it
+// gave last time. The queue remembers what its last write left in the report and sends nothing
+// for an equal answer: not even the read Apply would need to find that out.
+func TestQueue_AnAnswerEqualToTheLastWrittenCostsNoRequest(t *testing.T) {
+	c, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	counting := interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			requests.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	q := startQueue(t, counting, Options{})
+	ns := createNamespace(t, c, "known")
+	cm := createConfigMap(t, c, ns, "settings")
+
+	q.Offer(Evaluation{Request: admissionRequest(t, "req-1", "UPDATE", cm), Policy: clusterPolicy("p"), Version: "1", Result: Fail, Message: "no team"})
+	q.settle(t, 1)
+	q.flush(t, 1)
+	if requests.Load() != 1 {
+		t.Fatalf("first write read the report %d times, want 1", requests.Load())
+	}
+	// another update, the same answer: no request
+	q.Offer(Evaluation{Request: admissionRequest(t, "req-2", "UPDATE", cm), Policy: clusterPolicy("p"), Version: "1", Result: Fail, Message: "no team"})
+	q.settle(t, 2)
+	q.flush(t, 2)
+	if got := count(q.metrics.writes.WithLabelValues("known")); got != 1 || requests.Load() != 1 {
+		t.Errorf("an equal answer: %v known, %d reads in all, want 1 and 1", got, requests.Load())
+	}
+	// a new policy version is written, as is a different answer
+	q.Offer(Evaluation{Request: admissionRequest(t, "req-3", "UPDATE", cm), Policy: clusterPolicy("p"), Version: "2", Result: Fail, Message: "no team"})
+	q.settle(t, 3)
+	q.flush(t, 3)
+	q.Offer(Evaluation{Request: admissionRequest(t, "req-4", "UPDATE", cm), Policy: clusterPolicy("p"), Version: "2", Result: Pass})
+	q.settle(t, 4)
+	q.flush(t, 4)
+	if got := count(q.metrics.writes.WithLabelValues("written")); got != 3 {
+		t.Errorf("written = %v, want 3 (first, new version, new answer)", got)
+	}
+	if r := getReport(t, c, cm); len(r.Spec.Results) != 1 || r.Spec.Results[0].Result != Pass || r.Labels["cpol.reports.regent.dev/p"] != "2" {
+		t.Errorf("report %v %+v, want pass at version 2", r.Labels, r.Spec.Results)
+	}
 }
