@@ -41,7 +41,9 @@ type Engine struct {
 // NewEngine returns an engine with no modules and an empty store. The store converts what is
 // written to OPA's AST once, at write time, instead of at every read: a placement query walks the
 // whole inventory, and the conversion on read was most of a webhook call's time (the admission
-// benchmark with 1,000 clusters: 5.3 ms → 3.4 ms mean).
+// benchmark with 1,000 clusters: 5.3 ms → 3.4 ms mean). The price is memory: the AST is a copy
+// beside the informers' objects, 72.6 → 114.3 MiB for 10,000 pruned clusters
+// (BenchmarkInventoryMemory).
 func NewEngine() *Engine {
 	c := ast.NewCompiler()
 	c.Compile(map[string]*ast.Module{})
