@@ -14,11 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -87,37 +85,22 @@ func (a *Aggregator) SetupWithManager(mgr ctrl.Manager) error {
 	owned := a.enqueueNamespace(func(o client.Object) bool { return o.GetLabels()[LabelAggregatedBy] == AggregatorName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		WatchesRawSource(source.Kind(c, metadataOf(reportsv1alpha1.GroupVersion.WithKind("ResourceReport")), all)).
-		WatchesRawSource(source.Kind(c, metadataOf(reportsv1alpha1.GroupVersion.WithKind("ClusterResourceReport")), all)).
-		WatchesRawSource(source.Kind(c, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), owned)).
-		WatchesRawSource(source.Kind(c, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), owned)).
+		WatchesRawSource(source.Kind(c, reports.MetadataOf(reportsv1alpha1.GroupVersion.WithKind("ResourceReport")), all)).
+		WatchesRawSource(source.Kind(c, reports.MetadataOf(reportsv1alpha1.GroupVersion.WithKind("ClusterResourceReport")), all)).
+		WatchesRawSource(source.Kind(c, reports.MetadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), owned)).
+		WatchesRawSource(source.Kind(c, reports.MetadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), owned)).
 		Complete(a)
 }
 
 // enqueueNamespace adds the object's namespace after the debounce; a namespace already waiting
 // keeps its earlier time, so changes coalesce instead of postponing the merge forever.
 func (a *Aggregator) enqueueNamespace(keep func(client.Object) bool) handler.TypedEventHandler[*metav1.PartialObjectMetadata, reconcile.Request] {
-	add := func(o *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return reports.Debounced(a.debounce, func(o *metav1.PartialObjectMetadata) (reconcile.Request, bool) {
 		if o == nil || !keep(o) || !a.Shard.Owns(o.GetNamespace()) {
-			return
+			return reconcile.Request{}, false
 		}
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}, a.debounce())
-	}
-	type obj = *metav1.PartialObjectMetadata
-	return handler.TypedFuncs[obj, reconcile.Request]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[obj], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-	}
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}, true
+	})
 }
 
 func (a *Aggregator) debounce() time.Duration {

@@ -2,14 +2,7 @@ package aggregate
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	return m
-}
 
 // minimalMetadata is the aggregator cache's transform: an event only has to say which namespace
 // changed and, for a Report, whether the aggregator owns it. Keeping nothing else makes a cached

@@ -12,9 +12,7 @@ import (
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -27,6 +25,7 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	policyv1 "regent.dev/regent/api/policy/v1"
 	reportsv1alpha1 "regent.dev/regent/api/reports/v1alpha1"
+	"regent.dev/regent/reports"
 	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/spoke-addon/templatesync"
 )
@@ -88,8 +87,8 @@ func (r *Rollup) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		// Metadata only: an event says a report changed; the roll-up reads it when it runs.
-		WatchesRawSource(source.Kind[client.Object](local, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), r.enqueue(), aggregated)).
-		WatchesRawSource(source.Kind[client.Object](local, metadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), r.enqueue(), aggregated)).
+		WatchesRawSource(source.Kind[client.Object](local, reports.MetadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("Report")), r.enqueue(), aggregated)).
+		WatchesRawSource(source.Kind[client.Object](local, reports.MetadataOf(openreportsv1alpha1.SchemeGroupVersion.WithKind("ClusterReport")), r.enqueue(), aggregated)).
 		WatchesRawSource(source.Kind[client.Object](local, &kubewardenv1.ClusterAdmissionPolicy{}, r.enqueue(), templates)).
 		WatchesRawSource(source.Kind[client.Object](local, &kubewardenv1.AdmissionPolicy{}, r.enqueue(), templates)).
 		WatchesRawSource(source.Kind[client.Object](local, &policyv1.ConfigurationPolicy{}, r.enqueue(), templates)).
@@ -98,26 +97,11 @@ func (r *Rollup) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
 		Complete(r)
 }
 
-// enqueue adds the one work item (the cluster) after the debounce; an item already waiting keeps
-// its earlier time, so changes coalesce instead of postponing the roll-up forever.
+// enqueue adds the one work item (the cluster) after the debounce.
 func (r *Rollup) enqueue() handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: r.ClusterName}}, r.debounce())
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-	}
+	return reports.Debounced(r.debounce, func(client.Object) (reconcile.Request, bool) {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Name: r.ClusterName}}, true
+	})
 }
 
 func (r *Rollup) debounce() time.Duration {
@@ -245,12 +229,6 @@ func (r *Rollup) summaries(ctx context.Context) ([]Summary, error) {
 		}
 	}
 	return z.summaries(), nil
-}
-
-func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	return m
 }
 
 // write creates the summary, or updates cur when its serialised content differs: an unchanged
