@@ -13,6 +13,11 @@ OCM_API_CRDS := cluster/v1/0000_00_clusters.open-cluster-management.io_managedcl
 	addon/v1beta1/0000_01_addon.open-cluster-management.io_managedclusteraddons.crd.yaml \
 	addon/v1beta1/0000_02_addon.open-cluster-management.io_addondeploymentconfigs.crd.yaml \
 	work/v1/0000_00_work.open-cluster-management.io_manifestworks.crd.yaml
+# What OCM's own hub controllers and agents need beyond those, for the fleet's OCMAgents mode:
+# AddOnTemplate (OCM's addon manager watches it), ClusterClaim and AppliedManifestWork (on spokes).
+OCM_AGENTS_CRDS := addon/v1alpha1/0000_03_addon.open-cluster-management.io_addontemplates.crd.yaml \
+	cluster/v1alpha1/0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml \
+	work/v1/0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml
 
 # The openreports.io Report and ClusterReport CRDs the report aggregator writes, copied from the
 # pinned github.com/openreports/reports-api module; they are installed with Regent's own.
@@ -35,9 +40,10 @@ generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/...
 	rm -f api/crds/*.yaml
 	$(CONTROLLER_GEN) crd:crdVersions=v1,generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=api/crds
-	rm -rf api/crds/ocm && mkdir -p api/crds/ocm
+	rm -rf api/crds/ocm api/crds/ocm-agents && mkdir -p api/crds/ocm api/crds/ocm-agents
 	dir=$$(go list -m -f '{{.Dir}}' open-cluster-management.io/api) && \
-	  for f in $(OCM_API_CRDS); do cp "$$dir/$$f" api/crds/ocm/; done && chmod 0644 api/crds/ocm/*.yaml
+	  for f in $(OCM_API_CRDS); do cp "$$dir/$$f" api/crds/ocm/; done && chmod 0644 api/crds/ocm/*.yaml && \
+	  for f in $(OCM_AGENTS_CRDS); do cp "$$dir/$$f" api/crds/ocm-agents/; done && chmod 0644 api/crds/ocm-agents/*.yaml
 	dir=$$(go list -m -f '{{.Dir}}' github.com/openreports/reports-api) && \
 	  for f in $(OPENREPORTS_CRDS); do cp "$$dir/config/crd/$$f" api/crds/; done && chmod 0644 api/crds/openreports.io_*.yaml
 	rm -f deploy/crds/*.yaml && cp api/crds/*.yaml deploy/crds/ && \

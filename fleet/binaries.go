@@ -17,8 +17,8 @@ const (
 // BinDirEnv overrides where the fleet looks for its binaries.
 const BinDirEnv = "REGENT_TESTBIN"
 
-// binaries the fleet needs; placement is OCM's placement controller, used by tests that want
-// real placement decisions.
+// binaries every fleet needs; `ocm` (OCM's placement controller, hub controllers and agents in
+// one binary) only tests that want real placement decisions or Options.OCMAgents.
 var requiredBinaries = []string{"kube-apiserver", "etcd", "kube-controller-manager"}
 
 // DefaultBinDir is the versioned cache folder `make testbin` fills.
@@ -45,7 +45,7 @@ func CheckBinaries(dir string) error {
 	return nil
 }
 
-// Binary returns the path of a test binary (e.g. "placement"), or an error that says to run
+// Binary returns the path of a test binary (e.g. "ocm"), or an error that says to run
 // `make testbin`.
 func Binary(dir, name string) (string, error) {
 	if err := checkBinary(dir, name); err != nil {

@@ -30,6 +30,7 @@ type Cluster struct {
 	Dir string
 
 	env  *envtest.Environment
+	ca   *clientCA // set when kube-controller-manager signs CSRs (OCM's agents)
 	kcm  *exec.Cmd
 	done chan struct{}
 	once sync.Once
@@ -45,9 +46,10 @@ func (c *Cluster) EtcdURL() string {
 }
 
 // startCluster runs etcd and kube-apiserver (through envtest, with parent-death wrappers), installs
-// crds, writes an admin kubeconfig and starts kube-controller-manager.
-func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
-	c := &Cluster{Name: name, Dir: dir}
+// crds, writes an admin kubeconfig and starts kube-controller-manager. With ca, the apiserver
+// trusts client certificates from it and kube-controller-manager signs CSRs with it.
+func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition, ca *clientCA) (*Cluster, error) {
+	c := &Cluster{Name: name, Dir: dir, ca: ca}
 	for _, sub := range []string{"etcd", "certs", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, err
@@ -74,6 +76,9 @@ func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds [
 			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd"), Out: etcdLog, Err: etcdLog},
 			APIServer: &envtest.APIServer{CertDir: filepath.Join(dir, "certs"), Out: apiLog, Err: apiLog},
 		},
+	}
+	if ca != nil {
+		c.env.ControlPlane.APIServer.SecureServing.Authn = ca
 	}
 	cfg, err := c.env.Start()
 	if err != nil {
@@ -111,14 +116,24 @@ func (c *Cluster) startControllerManager(binDir string) error {
 	if err != nil {
 		return err
 	}
-	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"),
-		"--kubeconfig="+c.Kubeconfig,
-		"--controllers=garbagecollector,namespace",
+	controllers := "garbagecollector,namespace"
+	var signing []string
+	if c.ca != nil {
+		// The certificates OCM's agents and addons ask for (signer kubernetes.io/kube-apiserver-client)
+		// are issued by the CA the apiserver trusts, so they authenticate to it.
+		controllers += ",csrsigning"
+		signing = []string{"--cluster-signing-kube-apiserver-client-cert-file=" + c.ca.certFile(),
+			"--cluster-signing-kube-apiserver-client-key-file=" + c.ca.keyFile()}
+	}
+	args := append([]string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=5",
 		"--concurrent-namespace-syncs=5",
-	)
+	}, signing...)
+	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"), args...)
 	c.kcm.Stdout, c.kcm.Stderr = out, out
 	c.kcm.SysProcAttr = deathSignal()
 	if err := c.kcm.Start(); err != nil {

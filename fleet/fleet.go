@@ -31,6 +31,12 @@ type Options struct {
 	TempDir string
 	// Log receives progress lines; discarded when nil.
 	Log io.Writer
+	// OCMAgents runs OCM's own hub controllers (registration, addon manager, addon conversion
+	// webhook) and, per managed cluster, OCM's registration and work agents from the `ocm` test
+	// binary: clusters join with a bootstrap token and a CSR the hub's kube-controller-manager
+	// signs, and ManifestWorks are applied for real. Without it the fleet creates the
+	// ManagedClusters itself (faster; no agent runs).
+	OCMAgents bool
 }
 
 // Fleet is a running hub with its managed clusters.
@@ -90,17 +96,33 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	hubCRDs, spokeCRDs := all, own
+	var ocm *ocmHub
+	var ca *clientCA
+	if opts.OCMAgents {
+		var webhookCA []byte
+		if ocm, webhookCA, err = prepareOCMHub(f.Dir, opts.BinDir); err != nil {
+			return err
+		}
+		if ca, err = newClientCA(); err != nil {
+			return err
+		}
+		if hubCRDs, spokeCRDs, err = ocmCRDs(all, ocm.webhookURL, webhookCA); err != nil {
+			return err
+		}
+		spokeCRDs = append(spokeCRDs, own...)
+	}
 	began := time.Now()
 	fmt.Fprintf(opts.Log, "starting hub and %d managed clusters in %s\n", len(opts.Managed), f.Dir)
 	var g errgroup.Group
 	g.Go(func() error {
-		c, err := startCluster(ctx, "hub", filepath.Join(f.Dir, "hub"), opts.BinDir, wrapDir, all)
+		c, err := startCluster(ctx, "hub", filepath.Join(f.Dir, "hub"), opts.BinDir, wrapDir, hubCRDs, ca)
 		f.Hub = c
 		return err
 	})
 	for i, spec := range opts.Managed {
 		g.Go(func() error {
-			c, err := startCluster(ctx, spec.Name, filepath.Join(f.Dir, spec.Name), opts.BinDir, wrapDir, own)
+			c, err := startCluster(ctx, spec.Name, filepath.Join(f.Dir, spec.Name), opts.BinDir, wrapDir, spokeCRDs, nil)
 			if c != nil {
 				c.Labels = spec.Labels
 			}
@@ -111,9 +133,22 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	for _, c := range f.Managed {
-		if err := register(ctx, f.Hub.Config, c); err != nil {
+	if ocm != nil {
+		if err := f.startOCMHub(ctx, ocm); err != nil {
 			return err
+		}
+		var joins errgroup.Group
+		for _, c := range f.Managed {
+			joins.Go(func() error { return f.joinOCM(ctx, ocm, c) })
+		}
+		if err := joins.Wait(); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range f.Managed {
+			if err := register(ctx, f.Hub.Config, c); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintf(opts.Log, "fleet up in %s\n", time.Since(began).Round(100*time.Millisecond))

@@ -53,7 +53,14 @@ k8s_module() {
 }
 etcd_module() { go mod init regent.dev/testbin/etcd >/dev/null 2>&1; go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"; }
 opa_module() { go mod init regent.dev/testbin/opa >/dev/null 2>&1; go mod edit -require="github.com/open-policy-agent/opa@$OPA_VERSION"; }
-ocm_module() { go mod init regent.dev/testbin/ocm >/dev/null 2>&1; go mod edit -require="open-cluster-management.io/ocm@$OCM_VERSION"; }
+# OCM's go.sum seeds the checksums: one of its dependencies (sigs.k8s.io/about-api, a pseudo-version)
+# is unknown to sum.golang.org, so `go mod tidy` could not verify it otherwise.
+ocm_module() {
+  go mod init regent.dev/testbin/ocm >/dev/null 2>&1
+  go mod edit -require="open-cluster-management.io/ocm@$OCM_VERSION"
+  local src; src=$(go mod download -json "open-cluster-management.io/ocm@$OCM_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp "$src/go.sum" go.sum && chmod 0644 go.sum
+}
 
 # Without these the binaries report v0.0.0-master, which clients that check versions refuse.
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
@@ -106,7 +113,116 @@ import (
 
 func main() { etcdmain.Main(os.Args) }'
 
-build placement ocm_module open-cluster-management.io/ocm/cmd/placement
+# OCM's hub controllers and agents as one binary: `ocm registration|work|addon|placement ...`
+# dispatches to the cobra root of each of OCM's own commands, so the dependencies they share
+# compile once. Only the chosen command is constructed: the registration and work commands both
+# register feature gates on the same gate sets, which refuse additions once bound to flags.
+# `ocm addon conversion-webhook` serves OCM's own ManagedClusterAddOn/ClusterManagementAddOn
+# conversions (v1alpha1, which OCM reads, and v1beta1, which addon-framework writes) like OCM's
+# `addon webhook-server`, but with its probe and metrics ports off: that one binds :8000 and :8080,
+# which parallel fleets on one machine would fight over.
+build ocm ocm_module 'package main
+
+import (
+	goflag "flag"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	utilflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	"k8s.io/klog/v2"
+	ocmfeature "open-cluster-management.io/api/feature"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	addonv1alpha1 "open-cluster-management.io/ocm/pkg/addon/webhook/v1alpha1"
+	addonv1beta1 "open-cluster-management.io/ocm/pkg/addon/webhook/v1beta1"
+	"open-cluster-management.io/ocm/pkg/cmd/hub"
+	"open-cluster-management.io/ocm/pkg/cmd/spoke"
+	"open-cluster-management.io/ocm/pkg/features"
+)
+
+func conversionWebhook() *cobra.Command {
+	var port int
+	var certDir, kubeconfig string
+	cmd := &cobra.Command{
+		Use: "conversion-webhook",
+		RunE: func(*cobra.Command, []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			scheme := clientgoscheme.Scheme
+			utilruntime.Must(addonv1alpha1.Install(scheme))
+			utilruntime.Must(addonv1beta1.Install(scheme))
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                 scheme,
+				Metrics:                metricsserver.Options{BindAddress: "0"},
+				HealthProbeBindAddress: "0",
+				WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
+			})
+			if err != nil {
+				return err
+			}
+			for _, w := range []interface{ Init(ctrl.Manager) error }{
+				&addonv1alpha1.ManagedClusterAddOnWebhook{}, &addonv1beta1.ManagedClusterAddOnWebhook{},
+				&addonv1alpha1.ClusterManagementAddOnWebhook{}, &addonv1beta1.ClusterManagementAddOnWebhook{},
+			} {
+				if err := w.Init(mgr); err != nil {
+					return err
+				}
+			}
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	cmd.Flags().IntVar(&port, "port", 9443, "port the conversion webhook serves on (127.0.0.1)")
+	cmd.Flags().StringVar(&certDir, "certdir", "", "folder holding tls.crt and tls.key")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "hub kubeconfig")
+	return cmd
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: ocm registration|work|addon|placement <command> [flags]")
+		os.Exit(2)
+	}
+	pflag.CommandLine.SetNormalizeFunc(utilflag.WordSepNormalizeFunc)
+	pflag.CommandLine.AddGoFlagSet(goflag.CommandLine)
+	logs.AddFlags(pflag.CommandLine)
+	logs.InitLogs()
+	defer logs.FlushLogs()
+
+	root := &cobra.Command{Use: "ocm " + os.Args[1]}
+	switch os.Args[1] {
+	case "registration":
+		utilruntime.Must(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubRegistrationFeatureGates))
+		features.HubMutableFeatureGate.AddFlag(pflag.CommandLine)
+		root.AddCommand(hub.NewRegistrationController(), spoke.NewRegistrationAgent())
+	case "work":
+		utilruntime.Must(features.HubMutableFeatureGate.Add(ocmfeature.DefaultHubWorkFeatureGates))
+		features.HubMutableFeatureGate.AddFlag(pflag.CommandLine)
+		root.AddCommand(hub.NewWorkController(), spoke.NewWorkAgent())
+	case "addon":
+		root.AddCommand(hub.NewAddonManager(), conversionWebhook())
+	case "placement":
+		root.AddCommand(hub.NewPlacementController())
+	default:
+		fmt.Fprintf(os.Stderr, "ocm: unknown component %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	root.SetArgs(os.Args[2:])
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}'
 
 if [ -x "$dir/opa" ] && ! "$dir/opa" version 2>/dev/null | grep -qx "Version: ${OPA_VERSION#v}"; then
   log "opa: not $OPA_VERSION, rebuilding"

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml ocm/*.yaml
+//go:embed *.yaml ocm/*.yaml ocm-agents/*.yaml
 var files embed.FS
 
 // Regent returns Regent's own CRDs and the openreports.io Report and ClusterReport CRDs its report
@@ -25,6 +25,10 @@ func Regent() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load
 // PlacementDecision, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn,
 // AddOnDeploymentConfig) and ManifestWork, which addon managers deliver agents with.
 func OCM() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load("ocm") }
+
+// OCMAgents returns what OCM's own hub controllers and agents need beyond OCM(): AddOnTemplate,
+// ClusterClaim and AppliedManifestWork.
+func OCMAgents() ([]*apiextensionsv1.CustomResourceDefinition, error) { return load("ocm-agents") }
 
 // All returns Regent's and OCM's CRDs.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {

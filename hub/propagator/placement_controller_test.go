@@ -20,7 +20,7 @@ import (
 // startPlacementController runs OCM's own placement controller against the hub until the test ends.
 func (e *env) startPlacementController() {
 	e.t.Helper()
-	bin, err := fleet.Binary(fleet.DefaultBinDir(), "placement")
+	bin, err := fleet.Binary(fleet.DefaultBinDir(), fleet.OCMBinary)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func (e *env) startPlacementController() {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cmd := exec.CommandContext(e.ctx, bin, "controller", "--kubeconfig", hubCluster.Kubeconfig,
+	cmd := exec.CommandContext(e.ctx, bin, "placement", "controller", "--kubeconfig", hubCluster.Kubeconfig,
 		"--disable-leader-election", "--namespace", e.ns, "--listen", addr)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
