@@ -100,17 +100,15 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	var ocm *ocmHub
 	var ca *clientCA
 	if opts.OCMAgents {
-		var webhookCA []byte
-		if ocm, webhookCA, err = prepareOCMHub(f.Dir, opts.BinDir); err != nil {
+		if ocm, err = prepareOCMHub(f.Dir, opts.BinDir); err != nil {
 			return err
 		}
 		if ca, err = newClientCA(); err != nil {
 			return err
 		}
-		if hubCRDs, spokeCRDs, err = ocmCRDs(all, ocm.webhookURL, webhookCA); err != nil {
+		if hubCRDs, spokeCRDs, err = ocmCRDs(all, own); err != nil {
 			return err
 		}
-		spokeCRDs = append(spokeCRDs, own...)
 	}
 	began := time.Now()
 	fmt.Fprintf(opts.Log, "starting hub and %d managed clusters in %s\n", len(opts.Managed), f.Dir)

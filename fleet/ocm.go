@@ -46,63 +46,52 @@ const (
 	OCMAddonNamespace = "open-cluster-management-agent-addon"
 )
 
-// ocmCRDs are the CRDs for hub and spokes when OCM's agents run: the ManagedClusterAddOn and
-// ClusterManagementAddOn CRDs convert between v1alpha1 (OCM's components) and v1beta1
-// (addon-framework) through OCM's conversion webhook at webhookURL.
-func ocmCRDs(hub []*apiextensionsv1.CustomResourceDefinition, webhookURL string, webhookCA []byte) (hubCRDs, spokeCRDs []*apiextensionsv1.CustomResourceDefinition, err error) {
+// ocmCRDs are the hub's and spokes' CRDs when OCM's agents run.
+func ocmCRDs(hub, spoke []*apiextensionsv1.CustomResourceDefinition) (hubCRDs, spokeCRDs []*apiextensionsv1.CustomResourceDefinition, err error) {
 	extra, err := crds.OCMAgents()
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, crd := range hub {
-		if crd.Name == "managedclusteraddons.addon.open-cluster-management.io" || crd.Name == "clustermanagementaddons.addon.open-cluster-management.io" {
-			crd = crd.DeepCopy()
-			url := webhookURL + "/convert"
-			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
-				Strategy: apiextensionsv1.WebhookConverter,
-				Webhook: &apiextensionsv1.WebhookConversion{
-					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: webhookCA},
-					ConversionReviewVersions: []string{"v1", "v1beta1"},
-				},
-			}
-		}
-		hubCRDs = append(hubCRDs, crd)
-	}
-	return append(hubCRDs, extra...), extra, nil
+	return append(append(hubCRDs, hub...), extra...), append(append(spokeCRDs, spoke...), extra...), nil
 }
+
+// convertedCRDs are the CRDs served in v1alpha1 (which OCM's components read) and v1beta1 (which
+// addon-framework writes), converted by OCM's webhook.
+var convertedCRDs = []string{"managedclusteraddons.addon.open-cluster-management.io", "clustermanagementaddons.addon.open-cluster-management.io"}
 
 // ocmHub is what the hub side of OCM's agents needs once the hub apiserver runs.
 type ocmHub struct {
 	bin        string
 	webhookDir string
 	webhookURL string
+	webhookCA  []byte
 }
 
-// prepareOCMHub picks the conversion webhook's address and writes its serving certificate, which
-// the hub's CRDs name before the hub starts.
-func prepareOCMHub(root, binDir string) (*ocmHub, []byte, error) {
+// prepareOCMHub finds the ocm binary and writes the conversion webhook's serving certificate.
+func prepareOCMHub(root, binDir string) (*ocmHub, error) {
 	bin, err := Binary(binDir, OCMBinary)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	h := &ocmHub{bin: bin, webhookDir: filepath.Join(root, "ocm-webhook")}
 	if err := os.MkdirAll(h.webhookDir, 0o700); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	h.webhookURL = "https://" + addr
-	ca, err := writeServingCert(h.webhookDir)
-	if err != nil {
-		return nil, nil, err
+	if h.webhookCA, err = writeServingCert(h.webhookDir); err != nil {
+		return nil, err
 	}
-	return h, ca, nil
+	return h, nil
 }
 
 // startOCMHub runs OCM's addon conversion webhook, registration hub controller and addon manager,
-// and creates the bootstrap identity clusters join with.
+// and creates the bootstrap identity clusters join with. The addon CRDs are pointed at the
+// webhook here, as OCM's cluster-manager operator does, and not in the CRDs the hub starts with:
+// envtest drops the conversion of every CRD whose types its scheme cannot convert.
 func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 	_, port, _ := net.SplitHostPort(h.webhookURL[len("https://"):])
 	if _, err := f.StartProcess("ocm-addon-conversion-webhook", h.bin, "addon", "conversion-webhook",
@@ -131,14 +120,35 @@ func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 	}
 	// The apiserver calls the webhook for every addon object read in the other version; wait
 	// until it answers so no component starts on conversion errors.
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		conn, err := net.DialTimeout("tcp", h.webhookURL[len("https://"):], time.Second)
 		if err != nil {
 			return false, nil
 		}
 		conn.Close()
 		return true, nil
-	})
+	}); err != nil {
+		return fmt.Errorf("OCM's addon conversion webhook at %s: %w", h.webhookURL, err)
+	}
+	url := h.webhookURL + "/convert"
+	for _, name := range convertedCRDs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(crd.DeepCopy())
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: h.webhookCA},
+				ConversionReviewVersions: []string{"v1", "v1beta1"},
+			},
+		}
+		if err := cl.Patch(ctx, crd, patch); err != nil {
+			return fmt.Errorf("conversion webhook of %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // createBootstrapIdentity is what `clusteradm init` creates for `clusteradm join`: a

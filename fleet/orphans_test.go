@@ -20,6 +20,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 const parentEnv = "REGENT_FLEET_TEST_PARENT"
 
+// parentOCMEnv makes the parent start its fleet with OCM's agents.
+const parentOCMEnv = "REGENT_FLEET_TEST_PARENT_OCM"
+
 // TestFleetParent is not a test of its own: TestFleet_ParentKilled runs the test binary with it
 // as a parent process that starts a fleet, says where, and waits to be killed.
 func TestFleetParent(t *testing.T) {
@@ -28,7 +31,7 @@ func TestFleetParent(t *testing.T) {
 		t.Skip("helper process for TestFleet_ParentKilled_ChildrenDieAndFolderIsSwept")
 	}
 	f, err := fleet.Start(context.Background(), fleet.Options{TempDir: tmp,
-		Managed: []fleet.ClusterSpec{{Name: "cluster1"}}})
+		Managed: []fleet.ClusterSpec{{Name: "cluster1"}}, OCMAgents: os.Getenv(parentOCMEnv) != ""})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
@@ -39,9 +42,20 @@ func TestFleetParent(t *testing.T) {
 }
 
 func TestFleet_ParentKilled_ChildrenDieAndFolderIsSwept(t *testing.T) {
+	// etcd, kube-apiserver and kube-controller-manager for the hub and the cluster.
+	parentKilled(t, 6)
+}
+
+func TestFleet_OCMAgents_ParentKilled_ChildrenDieAndFolderIsSwept(t *testing.T) {
+	// Also OCM's conversion webhook, registration controller and addon manager on the hub, and
+	// the cluster's registration and work agents.
+	parentKilled(t, 11, parentOCMEnv+"=1")
+}
+
+func parentKilled(t *testing.T, wantProcs int, env ...string) {
 	tmp := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetParent$", "-test.v")
-	cmd.Env = append(os.Environ(), parentEnv+"="+tmp)
+	cmd.Env = append(append(os.Environ(), parentEnv+"="+tmp), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -69,8 +83,8 @@ func TestFleet_ParentKilled_ChildrenDieAndFolderIsSwept(t *testing.T) {
 			break
 		}
 	}
-	if dir == "" || len(pids) != 6 {
-		t.Fatalf("parent reported folder %q and processes %v, want a folder and 6 processes", dir, pids)
+	if dir == "" || len(pids) != wantProcs {
+		t.Fatalf("parent reported folder %q and processes %v, want a folder and %d processes", dir, pids, wantProcs)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
