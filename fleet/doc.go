@@ -4,6 +4,13 @@
 // ManagedCluster with its namespace. Integration tests and `regent quickstart` both use it, so a
 // newcomer's first command and CI exercise the same code.
 //
+// With Options.OCMAgents the registration is OCM's own instead: OCM's registration hub
+// controller, addon manager and addon conversion webhook run on the hub, and each managed cluster
+// joins as `clusteradm join` does — its registration agent starts with a bootstrap ServiceAccount
+// token, its CSR is approved and signed by the hub's kube-controller-manager (with the client CA
+// the hub apiserver trusts), the cluster is accepted, and OCM's work agent applies its
+// ManifestWorks. Addons then get hub certificates and Available conditions from OCM's code.
+//
 // Every process is tied to the one that started the fleet (the kernel's parent-death signal), so
 // a test that dies — t.Fatal, os.Exit or SIGKILL — leaves no apiserver running, and the next
 // fleet removes what a dead one left on disk.

@@ -17,11 +17,18 @@ import (
 // memory the fleet's processes hold once up.
 //
 //	go test ./fleet -run '^$' -bench FleetStart -benchtime 3x
-func BenchmarkFleetStart_HubAnd3(b *testing.B) {
+func BenchmarkFleetStart_HubAnd3(b *testing.B) { benchmarkFleetStart(b, false) }
+
+// BenchmarkFleetStart_HubAnd3_OCMAgents is the same with OCM's own hub controllers and agents:
+// the clusters join through OCM's registration (bootstrap token, CSR, acceptance) and each runs
+// a registration and a work agent.
+func BenchmarkFleetStart_HubAnd3_OCMAgents(b *testing.B) { benchmarkFleetStart(b, true) }
+
+func benchmarkFleetStart(b *testing.B, ocmAgents bool) {
 	specs := []fleet.ClusterSpec{{Name: "cluster1"}, {Name: "cluster2"}, {Name: "cluster3"}}
 	var rss float64
 	for b.Loop() {
-		f, err := fleet.Start(context.Background(), fleet.Options{Managed: specs})
+		f, err := fleet.Start(context.Background(), fleet.Options{Managed: specs, OCMAgents: ocmAgents})
 		if err != nil {
 			b.Fatal(err)
 		}
