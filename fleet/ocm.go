@@ -94,7 +94,7 @@ func prepareOCMHub(root, binDir string) (*ocmHub, error) {
 // envtest drops the conversion of every CRD whose types its scheme cannot convert.
 func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 	_, port, _ := net.SplitHostPort(h.webhookURL[len("https://"):])
-	if _, err := f.StartProcess("ocm-addon-conversion-webhook", h.bin, "addon", "conversion-webhook",
+	if _, err := f.startOCM("ocm-addon-conversion-webhook", h.bin, "addon", "conversion-webhook",
 		"--kubeconfig="+f.Hub.Kubeconfig, "--port="+port, "--certdir="+h.webhookDir); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 		if err != nil {
 			return err
 		}
-		if _, err := f.StartProcess(c.name, h.bin, c.component, c.command, "--kubeconfig="+f.Hub.Kubeconfig,
+		if _, err := f.startOCM(c.name, h.bin, c.component, c.command, "--kubeconfig="+f.Hub.Kubeconfig,
 			"--disable-leader-election", "--namespace="+OCMHubNamespace, "--listen="+listen); err != nil {
 			return err
 		}
@@ -179,6 +179,17 @@ func createBootstrapIdentity(ctx context.Context, cl client.Client) error {
 		}
 	}
 	return nil
+}
+
+// startOCM runs one of OCM's commands. library-go writes a self-signed serving certificate into
+// a new temporary folder on every start and never removes it: TMPDIR inside the fleet's root
+// makes Stop remove them.
+func (f *Fleet) startOCM(name, bin string, args ...string) (*Process, error) {
+	tmp := filepath.Join(f.Dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	return f.startProcess(name, bin, []string{"TMPDIR=" + tmp}, args...)
 }
 
 // freeAddr is a loopback address nothing listens on now: OCM's components (library-go) serve

@@ -70,7 +70,7 @@ func (f *Fleet) joinOCM(ctx context.Context, h *ocmHub, c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.StartProcess("ocm-registration-agent-"+c.Name, h.bin, "registration", "agent",
+	if _, err := f.startOCM("ocm-registration-agent-"+c.Name, h.bin, "registration", "agent",
 		"--kubeconfig="+c.Kubeconfig, "--cluster-name="+c.Name, "--bootstrap-kubeconfig="+bootstrapFile,
 		"--hub-kubeconfig-dir="+c.OCMHubKubeconfigDir(), "--spoke-external-server-urls="+c.Config.Host,
 		"--cluster-healthcheck-period=10s", "--disable-leader-election", "--namespace="+OCMAgentNamespace,
@@ -91,7 +91,7 @@ func (f *Fleet) joinOCM(ctx context.Context, h *ocmHub, c *Cluster) error {
 		return err
 	}
 	kubeconfig := filepath.Join(c.OCMHubKubeconfigDir(), "kubeconfig")
-	_, err = f.StartProcess("ocm-work-agent-"+c.Name, h.bin, "work", "agent",
+	_, err = f.startOCM("ocm-work-agent-"+c.Name, h.bin, "work", "agent",
 		"--kubeconfig="+c.Kubeconfig, "--spoke-cluster-name="+c.Name, "--hub-kubeconfig="+kubeconfig,
 		"--hub-kubeconfig-dir="+c.OCMHubKubeconfigDir(), "--workload-source-config="+kubeconfig,
 		"--disable-leader-election", "--namespace="+OCMAgentNamespace, "--listen="+listen)

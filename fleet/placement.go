@@ -17,6 +17,6 @@ func (f *Fleet) StartPlacementController(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.StartProcess("placement", bin, "placement", "controller", "--kubeconfig="+f.Hub.Kubeconfig,
+	return f.startOCM("placement", bin, "placement", "controller", "--kubeconfig="+f.Hub.Kubeconfig,
 		"--disable-leader-election", "--namespace="+OCMHubNamespace, "--listen="+addr)
 }

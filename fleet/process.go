@@ -25,6 +25,11 @@ type Process struct {
 // StartProcess runs bin with args, its output in <fleet>/logs/<name>.log, tied to this process
 // by the parent-death signal and stopped by Stop.
 func (f *Fleet) StartProcess(name, bin string, args ...string) (*Process, error) {
+	return f.startProcess(name, bin, nil, args...)
+}
+
+// startProcess is StartProcess with env added to this process's environment.
+func (f *Fleet) startProcess(name, bin string, env []string, args ...string) (*Process, error) {
 	logDir := filepath.Join(f.Dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
@@ -35,6 +40,9 @@ func (f *Fleet) StartProcess(name, bin string, args ...string) (*Process, error)
 		return nil, err
 	}
 	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = deathSignal()
 	if err := p.cmd.Start(); err != nil {

@@ -73,7 +73,7 @@ func TestOCMAgentsInstall(t *testing.T) {
 		// The agent's CSR was made with the bootstrap ServiceAccount's token, approved, and signed by
 		// the hub's kube-controller-manager.
 		csrs, err := hubKube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{
-			LabelSelector: clusterv1.ClusterNameLabelKey + "=c1"})
+			LabelSelector: clusterv1.ClusterNameLabelKey + "=c1,!" + addonv1alpha1.AddonLabelKey})
 		if err != nil || len(csrs.Items) == 0 {
 			t.Fatalf("registration CSRs of c1: %v (%d)", err, len(csrs.Items))
 		}
@@ -159,6 +159,19 @@ spec: {installNamespace: `+fleet.OCMAddonNamespace+`}`)
 			}
 		}
 		cert := parseCert(t, secret.Data["tls.crt"])
+		// Issued through a CSR of the addon that addon-framework approved and the hub signed.
+		csrs, err := hubKube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{
+			LabelSelector: clusterv1.ClusterNameLabelKey + "=c1," + addonv1alpha1.AddonLabelKey + "=" + spokeaddon.AddonName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed := false
+		for _, csr := range csrs.Items {
+			signed = signed || (len(csr.Status.Certificate) > 0 && parseCert(t, csr.Status.Certificate).SerialNumber.Cmp(cert.SerialNumber) == 0)
+		}
+		if !signed {
+			t.Errorf("no signed addon CSR among %d issued the Secret's certificate", len(csrs.Items))
+		}
 		user := whoAmI(t, filepath.Join(addonKubeconfig, "kubeconfig"))
 		if user.Username != cert.Subject.CommonName || !slices.Contains(user.Groups, "system:open-cluster-management:cluster:c1:addon:regent") {
 			t.Errorf("addon's hub identity %q %v, certificate %q", user.Username, user.Groups, cert.Subject.CommonName)
