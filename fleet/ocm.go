@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,7 @@ func ocmCRDs(hub, spoke []*apiextensionsv1.CustomResourceDefinition) (hubCRDs, s
 	if err != nil {
 		return nil, nil, err
 	}
-	return append(append(hubCRDs, hub...), extra...), append(append(spokeCRDs, spoke...), extra...), nil
+	return append(slices.Clone(hub), extra...), append(slices.Clone(spoke), extra...), nil
 }
 
 // convertedCRDs are the CRDs served in v1alpha1 (which OCM's components read) and v1beta1 (which
@@ -61,10 +62,10 @@ var convertedCRDs = []string{"managedclusteraddons.addon.open-cluster-management
 
 // ocmHub is what the hub side of OCM's agents needs once the hub apiserver runs.
 type ocmHub struct {
-	bin        string
-	webhookDir string
-	webhookURL string
-	webhookCA  []byte
+	bin         string
+	webhookDir  string
+	webhookAddr string // host:port
+	webhookCA   []byte
 }
 
 // prepareOCMHub finds the ocm binary and writes the conversion webhook's serving certificate.
@@ -77,11 +78,9 @@ func prepareOCMHub(root, binDir string) (*ocmHub, error) {
 	if err := os.MkdirAll(h.webhookDir, 0o700); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
+	if h.webhookAddr, err = freeAddr(); err != nil {
 		return nil, err
 	}
-	h.webhookURL = "https://" + addr
 	if h.webhookCA, err = writeServingCert(h.webhookDir); err != nil {
 		return nil, err
 	}
@@ -89,11 +88,9 @@ func prepareOCMHub(root, binDir string) (*ocmHub, error) {
 }
 
 // startOCMHub runs OCM's addon conversion webhook, registration hub controller and addon manager,
-// and creates the bootstrap identity clusters join with. The addon CRDs are pointed at the
-// webhook here, as OCM's cluster-manager operator does, and not in the CRDs the hub starts with:
-// envtest drops the conversion of every CRD whose types its scheme cannot convert.
+// and creates the bootstrap identity clusters join with.
 func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
-	_, port, _ := net.SplitHostPort(h.webhookURL[len("https://"):])
+	_, port, _ := net.SplitHostPort(h.webhookAddr)
 	if _, err := f.startOCM("ocm-addon-conversion-webhook", h.bin, "addon", "conversion-webhook",
 		"--kubeconfig="+f.Hub.Kubeconfig, "--port="+port, "--certdir="+h.webhookDir); err != nil {
 		return err
@@ -103,6 +100,9 @@ func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 		return err
 	}
 	if err := createBootstrapIdentity(ctx, cl); err != nil {
+		return err
+	}
+	if err := h.convertAddons(ctx, cl); err != nil {
 		return err
 	}
 	for _, c := range []struct{ name, component, command string }{
@@ -118,19 +118,24 @@ func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 			return err
 		}
 	}
-	// The apiserver calls the webhook for every addon object read in the other version; wait
-	// until it answers so no component starts on conversion errors.
+	return nil
+}
+
+// convertAddons waits for the conversion webhook to listen and points the addon CRDs at it, as
+// OCM's cluster-manager operator does. The hub's CRDs cannot name it from the start: envtest
+// drops the conversion of every CRD whose types its own scheme cannot convert.
+func (h *ocmHub) convertAddons(ctx context.Context, cl client.Client) error {
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		conn, err := net.DialTimeout("tcp", h.webhookURL[len("https://"):], time.Second)
+		conn, err := net.DialTimeout("tcp", h.webhookAddr, time.Second)
 		if err != nil {
 			return false, nil
 		}
 		conn.Close()
 		return true, nil
 	}); err != nil {
-		return fmt.Errorf("OCM's addon conversion webhook at %s: %w", h.webhookURL, err)
+		return fmt.Errorf("OCM's addon conversion webhook at %s: %w", h.webhookAddr, err)
 	}
-	url := h.webhookURL + "/convert"
+	url := "https://" + h.webhookAddr + "/convert"
 	for _, name := range convertedCRDs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := cl.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
