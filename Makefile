@@ -18,7 +18,7 @@ OCM_API_CRDS := cluster/v1/0000_00_clusters.open-cluster-management.io_managedcl
 # pinned github.com/openreports/reports-api module; they are installed with Regent's own.
 OPENREPORTS_CRDS := openreports.io_reports.yaml openreports.io_clusterreports.yaml
 
-.PHONY: all build generate verify-generate testbin test quickstart fmt vet
+.PHONY: all build generate verify-generate testbin test quickstart fmt vet e2e-kind
 
 all: build
 
@@ -64,3 +64,7 @@ test: testbin
 
 quickstart: testbin build
 	$(BIN)/regent quickstart
+
+# The end-to-end suite on kind clusters (needs a Docker engine; fails saying so without one).
+e2e-kind: testbin
+	REGENT_E2E_TARGET=kind REGENT_TESTBIN=$$(bash hack/testbin.sh --print-dir) go test -count=1 -timeout 60m -v ./test/kind-multicluster/
