@@ -122,7 +122,7 @@ func (p *LocalPolicyServer) run(n int) error {
 			"--pull-file-root", "/",
 			"--addr", p.addrs[i], "--cert-file", p.certs.CertFile, "--key-file", p.certs.KeyFile,
 			// Replicas share this host: each takes a free port for metrics rather than :9090.
-			"--metrics-addr", "127.0.0.1:0")
+			"--metrics-bind-address", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}

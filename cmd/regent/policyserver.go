@@ -80,7 +80,8 @@ func newPolicyServerCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Addr, "addr", ":8443", "HTTPS listen address (admission, /readyz, /livez)")
-	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "plain-HTTP listen address of /metrics, never served on --addr (empty: off)")
+	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":9090", "plain-HTTP listen address of /metrics, never served on --addr (empty: off)")
+	deprecatedAlias(f, "metrics-addr", "metrics-bind-address")
 	f.StringVar(&opts.CertFile, "cert-file", "", "serving certificate (reloaded when it changes)")
 	f.StringVar(&opts.KeyFile, "key-file", "", "serving key")
 	f.StringVar(&opts.PoliciesFile, "policies", "", "policies configuration file (applied live when it changes); not with --lifecycle")
