@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"regent.dev/regent/addonidentity"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/reports/rollup"
@@ -31,10 +32,10 @@ import (
 )
 
 // AddonName is the OCM addon name: the ClusterManagementAddOn on the hub and the agent's Lease.
-const AddonName = "regent"
+const AddonName = addonidentity.AddonName
 
 // DefaultInstallNamespace is where OCM installs addon agents on a managed cluster.
-const DefaultInstallNamespace = "open-cluster-management-agent-addon"
+const DefaultInstallNamespace = addonidentity.DefaultInstallNamespace
 
 // Client rate limits used when a configuration sets none. client-go's own fallback (5/s, burst
 // 10) made every policy change wait in the client: a change takes several local writes and a

@@ -17,14 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	spokeaddon "regent.dev/regent/spoke-addon"
+	"regent.dev/regent/addonidentity"
 )
 
 // agentName is the identity the agent's hub client certificate is issued for.
 const agentName = "regent-agent"
 
 // hubKubeconfigSecret is where OCM's registration agent writes the agent's hub kubeconfig.
-const hubKubeconfigSecret = spokeaddon.AddonName + "-hub-kubeconfig"
+const hubKubeconfigSecret = addonidentity.AddonName + "-hub-kubeconfig"
 
 // agentAddon describes the spoke addon to addon-framework.
 type agentAddon struct {
@@ -81,9 +81,9 @@ func (a *agentAddon) Manifests(_ context.Context, cluster *clusterv1.ManagedClus
 // namespace, and health from the agent's Lease.
 func (a *agentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
 	return agent.AgentAddonOptions{
-		AddonName: spokeaddon.AddonName,
+		AddonName: addonidentity.AddonName,
 		Registration: &agent.RegistrationOption{
-			Configurations:   agent.KubeClientSignerConfigurations(spokeaddon.AddonName, agentName),
+			Configurations:   agent.KubeClientSignerConfigurations(addonidentity.AddonName, agentName),
 			CSRApproveCheck:  utils.DefaultCSRApprover(agentName),
 			PermissionConfig: a.grantHubRole,
 		},
@@ -91,16 +91,16 @@ func (a *agentAddon) GetAgentAddonOptions() agent.AgentAddonOptions {
 	}
 }
 
-// grantHubRole binds spokeaddon.HubRole in the cluster namespace to the group OCM puts in every
+// grantHubRole binds addonidentity.HubRole in the cluster namespace to the group OCM puts in every
 // certificate it issues for this addon on this cluster.
 func (a *agentAddon) grantHubRole(ctx context.Context, cluster *clusterv1.ManagedCluster, _ *addonapiv1beta1.ManagedClusterAddOn) error {
-	group := fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster.Name, spokeaddon.AddonName)
-	want := spokeaddon.HubRole(cluster.Name)
+	group := fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", cluster.Name, addonidentity.AddonName)
+	want := addonidentity.HubRole(cluster.Name)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, a.hub, role, func() error { role.Rules = want.Rules; return nil }); err != nil {
 		return fmt.Errorf("addon hub role in %s: %w", cluster.Name, err)
 	}
-	wantBinding := spokeaddon.HubRoleBinding(cluster.Name, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group})
+	wantBinding := addonidentity.HubRoleBinding(cluster.Name, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group})
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: wantBinding.Name, Namespace: wantBinding.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, a.hub, binding, func() error {
 		binding.RoleRef, binding.Subjects = wantBinding.RoleRef, wantBinding.Subjects
@@ -117,5 +117,5 @@ func installNamespace(addon *addonapiv1beta1.ManagedClusterAddOn) string {
 			return ns
 		}
 	}
-	return spokeaddon.DefaultInstallNamespace
+	return addonidentity.DefaultInstallNamespace
 }

@@ -13,12 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"regent.dev/regent/addonidentity"
 	"regent.dev/regent/api/scheme"
-	spokeaddon "regent.dev/regent/spoke-addon"
+	"regent.dev/regent/version"
 )
 
-// DefaultImage is the image the agent Deployment runs.
-const DefaultImage = "ghcr.io/regent-dev/regent:latest"
+// DefaultImage is the image the agent Deployment runs: Regent's image at this binary's version, so
+// a hub delivers agents of its own release (never a moving tag).
+var DefaultImage = version.Image()
 
 // Options configure the addon manager.
 type Options struct {
@@ -64,7 +66,7 @@ func Run(ctx context.Context, hub *rest.Config, opts Options) error {
 // the clusters a user picks (a ManagedClusterAddOn per cluster, OCM's Manual strategy).
 func EnsureClusterManagementAddOn(ctx context.Context, c client.Client) error {
 	cma := &addonv1alpha1.ClusterManagementAddOn{
-		ObjectMeta: metav1.ObjectMeta{Name: spokeaddon.AddonName},
+		ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName},
 		Spec: addonv1alpha1.ClusterManagementAddOnSpec{
 			AddOnMeta: addonv1alpha1.AddOnMeta{
 				DisplayName: "Regent",
