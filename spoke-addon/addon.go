@@ -61,6 +61,9 @@ type Options struct {
 	InstallNamespace string
 	// MetricsAddr serves /metrics; "0" disables.
 	MetricsAddr string
+	// HealthProbeBindAddress serves /healthz (the process answers) and /readyz (the caches of
+	// both clusters have synced); empty disables.
+	HealthProbeBindAddress string
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
@@ -99,8 +102,9 @@ func New(opts Options) (manager.Manager, error) {
 	opts.Local = withRateLimit(opts.Local, DefaultLocalQPS, DefaultLocalBurst)
 	opts.Hub = withRateLimit(opts.Hub, DefaultHubQPS, DefaultHubBurst)
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
-		Scheme:  scheme.Scheme,
-		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		// A process may build the addon more than once (tests run several addons in-process).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// Template and dependency objects are read through the watches that wake their policies,
@@ -119,6 +123,11 @@ func New(opts Options) (manager.Manager, error) {
 	}
 	if err := mgr.Add(hub); err != nil {
 		return nil, err
+	}
+	if opts.HealthProbeBindAddress != "" {
+		if err := addProbes(mgr, hub); err != nil {
+			return nil, err
+		}
 	}
 	setups := []func() error{
 		func() error {
