@@ -137,3 +137,13 @@ func (a *agentAddon) grantHubRole(ctx context.Context, cluster *clusterv1.Manage
 	}
 	return nil
 }
+
+// AgentManifests renders the agent exactly as the addon manager delivers it to cluster, whose
+// ManagedClusterAddOn is addon and whose AddOnDeploymentConfig configs reads: what an install
+// test applies to a real cluster, and what a user can inspect before enabling the addon.
+func AgentManifests(ctx context.Context, image string, configs utils.AddOnDeploymentConfigGetter, cluster *clusterv1.ManagedCluster, addon *addonapiv1beta1.ManagedClusterAddOn) ([]runtime.Object, error) {
+	if image == "" {
+		image = DefaultImage
+	}
+	return (&agentAddon{image: image, configs: configs}).Manifests(ctx, cluster, addon)
+}
