@@ -61,8 +61,8 @@ type Options struct {
 	InstallNamespace string
 	// MetricsAddr serves /metrics; "0" disables.
 	MetricsAddr string
-	// HealthProbeBindAddress serves /healthz (the process answers) and /readyz (the caches of
-	// both clusters have synced); empty disables.
+	// HealthProbeBindAddress serves /healthz (the process answers) and /readyz (the managed
+	// cluster's cache has synced and the hub answers); empty disables.
 	HealthProbeBindAddress string
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
@@ -125,7 +125,7 @@ func New(opts Options) (manager.Manager, error) {
 		return nil, err
 	}
 	if opts.HealthProbeBindAddress != "" {
-		if err := addProbes(mgr, hub); err != nil {
+		if err := addProbes(mgr, hub, opts.ClusterName); err != nil {
 			return nil, err
 		}
 	}
