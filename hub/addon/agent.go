@@ -61,6 +61,10 @@ func (a *agentAddon) Manifests(ctx context.Context, cluster *clusterv1.ManagedCl
 	objs := make([]runtime.Object, 0, len(definitions)+len(workload)+1)
 	for _, crd := range definitions {
 		crd.APIVersion, crd.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+		// Disabling the addon removes the agent, not the cluster's policies and reports: deleting
+		// a CRD deletes every object of its kind (and OCM's governance framework may share the
+		// policy CRDs). The work agent leaves annotated manifests in place.
+		metav1.SetMetaDataAnnotation(&crd.ObjectMeta, addonapiv1beta1.DeletionOrphanAnnotationKey, "")
 		objs = append(objs, crd)
 	}
 	objs = append(objs, workload...)

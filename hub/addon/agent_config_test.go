@@ -117,6 +117,9 @@ func TestManifests_WithoutAConfigTheDefaultsAndTheCRDs(t *testing.T) {
 	for _, o := range objs {
 		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
 			names = append(names, crd.Name)
+			if _, orphan := crd.Annotations[addonapiv1beta1.DeletionOrphanAnnotationKey]; !orphan {
+				t.Errorf("CRD %s would be deleted, with every policy of its kind, when the addon is disabled", crd.Name)
+			}
 		}
 	}
 	for _, want := range []string{"policies.policy.open-cluster-management.io", "configurationpolicies.policy.open-cluster-management.io",
