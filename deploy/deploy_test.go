@@ -16,6 +16,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -257,5 +259,60 @@ func TestManifests_NameTheReleaseImage(t *testing.T) {
 	}
 	if seen < 3 {
 		t.Errorf("found %d images in deploy/hub and deploy/spoke, want the hub's, the spoke's and the PolicyServer's", seen)
+	}
+}
+
+// deploy/spoke is the agent the addon delivers, by hand: the same pod and the same ClusterRole, so
+// a cluster installed either way runs the same thing.
+func TestSpokeBase_IsTheDeliveredAgent(t *testing.T) {
+	cluster := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "CLUSTER_NAME"}}
+	mca := &addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: "CLUSTER_NAME"}}
+	objs, err := addon.AgentManifests(context.Background(), "", nil, cluster, mca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered *appsv1.Deployment
+	var role *rbacv1.ClusterRole
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			delivered = o
+		case *rbacv1.ClusterRole:
+			role = o
+		}
+	}
+	byHand := &appsv1.Deployment{}
+	readYAML(t, "spoke/deployment.yaml", byHand)
+	if !equality.Semantic.DeepEqual(byHand.Spec.Template.Spec, delivered.Spec.Template.Spec) {
+		t.Errorf("deploy/spoke/deployment.yaml's pod differs from the delivered agent's:\nby hand:   %+v\ndelivered: %+v", byHand.Spec.Template.Spec, delivered.Spec.Template.Spec)
+	}
+	b, err := os.ReadFile("spoke/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		if !strings.Contains(doc, "kind: ClusterRole\n") {
+			continue
+		}
+		got := &rbacv1.ClusterRole{}
+		if err := yaml.UnmarshalStrict([]byte(doc), got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(got.Rules, role.Rules) {
+			t.Errorf("deploy/spoke ClusterRole rules %v, delivered %v", got.Rules, role.Rules)
+		}
+		return
+	}
+	t.Error("deploy/spoke/rbac.yaml has no ClusterRole")
+}
+
+func readYAML(t *testing.T, file string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 }
