@@ -263,3 +263,29 @@ func testTransferFailover(t *testing.T, e *env) {
 		t.Errorf("generation 1's entry %s is not in the new leader's and the late replica's caches", g1.Status.CacheKey)
 	}
 }
+
+func TestAuthorizeTransfer_OnlyAFreshProofForTheEntryWithTheTokenPasses(t *testing.T) {
+	token, now := []byte("token"), time.Unix(1_800_000_000, 0)
+	proof := func(tok []byte, key string, at time.Time) string {
+		return fmt.Sprintf("%s %d %s", transferScheme, at.Unix(), transferMAC(tok, "v1", key, at.Unix()))
+	}
+	if err := authorizeTransfer(proof(token, "k", now.Add(-time.Minute)), token, "v1", "k", now); err != nil {
+		t.Fatalf("a good proof: %v", err)
+	}
+	for what, header := range map[string]string{
+		"none":             "",
+		"another token":    proof([]byte("other"), "k", now),
+		"another entry":    proof(token, "other", now),
+		"too old":          proof(token, "k", now.Add(-transferSkew-time.Second)),
+		"from the future":  proof(token, "k", now.Add(transferSkew+time.Second)),
+		"another scheme":   strings.Replace(proof(token, "k", now), transferScheme, "Bearer", 1),
+		"the token itself": "Bearer token",
+	} {
+		if err := authorizeTransfer(header, token, "v1", "k", now); err == nil {
+			t.Errorf("%s: authorized", what)
+		}
+	}
+	if err := authorizeTransfer(proof(nil, "k", now), nil, "v1", "k", now); err == nil {
+		t.Error("a Secret without a token authorizes anyone")
+	}
+}
