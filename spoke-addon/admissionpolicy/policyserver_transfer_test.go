@@ -49,9 +49,17 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 		}
 		t.Logf("webhook URL %q", webhookURL(t, c, "clusterwide-fetched"))
 	})
+	// The replicas run as the PolicyServer's ServiceAccount, as its pods do: finding the leader
+	// and fetching from it needs nothing the Role does not grant. (Each may lead, so each gets
+	// the leader identity too, as local fleets give it.)
+	waitRBAC(t, c, ps, metav1.ConditionTrue, "Granted")
+	cfg := serviceAccountConfig(t, hub.Config, serviceAccountName(ps))
+	leaderCfg := serviceAccountConfig(t, hub.Config, leaderIdentityName(ps))
+	logs := &logLines{}
+	logs.captureKlog(t)
 	roots := make([]string, 3)
 	for n := range roots {
-		roots[n] = runOwnCacheReplica(t, hub.Config, ps, n)
+		roots[n] = runOwnCacheReplica(t, cfg, leaderCfg, ps, n, logs.logger())
 	}
 
 	policy := clusterPolicy("fetched", ps)
@@ -80,11 +88,14 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 			t.Errorf("replica %d serves generation 2 without the signed entry in its own cache: %v", n, err)
 		}
 	}
+	if refused := logs.matching("forbidden"); len(refused) > 0 {
+		t.Errorf("the replicas were refused calls:\n%s", strings.Join(refused, "\n"))
+	}
 }
 
-// runOwnCacheReplica runs replica n of ps in process with a signed cache of its own, advertising
+// runOwnCacheReplica runs replica n of ps in process, as cfg (leading as leaderCfg), with a signed cache of its own, advertising
 // its loopback address as a pod advertises its IP; it returns the cache folder.
-func runOwnCacheReplica(t *testing.T, cfg *rest.Config, ps string, n int) string {
+func runOwnCacheReplica(t *testing.T, cfg, leaderCfg *rest.Config, ps string, n int, log logr.Logger) string {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := selfsigned.Write(dir, "127.0.0.1")
@@ -96,11 +107,11 @@ func runOwnCacheReplica(t *testing.T, cfg *rest.Config, ps string, n int) string
 		t.Fatal(err)
 	}
 	opts := lifecycle.Options{
-		Config: cfg, Namespace: testNamespace, PolicyServer: ps, Replica: n, Version: "v1",
+		Config: cfg, LeaderConfig: leaderCfg, Namespace: testNamespace, PolicyServer: ps, Replica: n, Version: "v1",
 		SignedCache: filepath.Join(dir, "signed"), AdvertiseAddress: ln.Addr().String(),
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		ResyncInterval: 2 * time.Second, RetryInterval: 2 * time.Second,
-		Logger: logr.Discard(),
+		Logger: log,
 	}
 	opts.Pull.FileRoots = []string{os.TempDir()}
 	opts.Server.Listener = ln
