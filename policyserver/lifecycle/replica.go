@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -222,8 +223,15 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		wasm, executionMode, entrypt = opened.Wasm, opened.Manifest.ExecutionMode, opened.Manifest.Entrypoint
 	case errors.Is(err, errNoLeaderEntry) && r.waitForLeader(rev.UID):
 		// The leader is changing, or still publishing: ask again after RetryInterval; only
-		// after leaderWait does the replica compile the module itself.
-		fail(ReasonWaitingForLeader, err)
+		// after leaderWait does the replica compile the module itself. Unknown, not False: the
+		// generation has not failed, and the policy must not say so.
+		log.Info("signed entry not fetched yet; retrying", "reason", err.Error())
+		r.failed[rev.UID] = r.opts.Clock.Now()
+		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, ReasonWaitingForLeader, err.Error())
+		c.Status = metav1.ConditionUnknown
+		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+			log.Error(werr, "could not report the wait")
+		}
 		return
 	case errors.Is(err, errNoLeaderEntry), errors.Is(err, cache.ErrNotFound):
 		reason, message = ReasonCompiledLocally, fmt.Sprintf("%v; compiled by this replica", err)
