@@ -164,7 +164,7 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 					"--policy-server=" + ps.Name, "--namespace=" + namespace,
 					"--replica-from-hostname", cacheFlag, "--cache-dir=" + workMount + "/private",
 					"--advertise-address=$(POD_IP)",
-					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-addr=:%d", MetricsPort),
+					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
 					"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
