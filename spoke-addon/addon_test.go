@@ -331,9 +331,15 @@ func (s *suite) pendingWith(t *testing.T, policy string, fragments ...string) {
 	})
 }
 
+// dependsOn builds a dependency as OCM's schema requires it: apiVersion, kind, name and compliance
+// (Compliant when not given).
 func dependsOn(kind, name, ns string, compliance policyv1.ComplianceState) policyv1.PolicyDependency {
+	if compliance == "" {
+		compliance = policyv1.Compliant
+	}
 	d := policyv1.PolicyDependency{Name: name, Namespace: ns, Compliance: compliance}
 	d.Kind = kind
+	d.APIVersion = policyv1.GroupVersion.String()
 	if kind == "ConfigMap" {
 		d.APIVersion = "v1"
 	}
