@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -40,6 +41,9 @@ type Reconciler struct {
 
 	expect  expectations
 	retries writeRetries
+	// known holds the roots this process has reconciled: a replica whose root it never saw was
+	// not written by it, and is deleted as an orphan only where OCM would delete it.
+	known sync.Map
 	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
 }
@@ -61,9 +65,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isReplica(root) {
 		return ctrl.Result{}, nil
 	}
+	if refused, err := r.refuseRootInClusterNamespace(ctx, root); refused || err != nil {
+		return ctrl.Result{}, err
+	}
+	r.known.Store(req.NamespacedName, struct{}{})
 	replicas, err := r.replicasOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	for cluster, rep := range replicas {
+		if rep.Name != ReplicaName(root) {
+			delete(replicas, cluster)
+			if err := r.deleteOrphan(ctx, rep, "its name is not "+ReplicaName(root)); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
 
 	in, err := r.read(ctx, root, replicas)

@@ -223,6 +223,10 @@ func (r *Reconciler) cleanup(ctx context.Context, root types.NamespacedName) err
 	for cluster := range replicas {
 		reps = append(reps, cluster)
 	}
+	if _, known := r.known.LoadAndDelete(root); !known {
+		why := fmt.Sprintf("root policy %s does not exist", root)
+		return r.each(reps, func(cluster string) error { return r.deleteOrphan(ctx, replicas[cluster], why) })
+	}
 	return r.each(reps, func(cluster string) error { return r.deleteReplica(ctx, replicas[cluster]) })
 }
 
