@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -251,9 +250,8 @@ func strategyOf(root *policyv1.Policy) (clusterv1alpha1.RolloutStrategy, rollout
 	if root.Spec.RolloutStrategy != nil && root.Spec.RolloutStrategy.Type != "" {
 		s = *root.Spec.RolloutStrategy
 	}
-	enforce := strings.EqualFold(string(root.Spec.RemediationAction), string(policyv1.Enforce))
 	switch {
-	case !enforce:
+	case !enforces(&root.Spec):
 		return s, rollout.InformAsIs
 	case s.Type == clusterv1alpha1.All:
 		return s, rollout.AsIs
