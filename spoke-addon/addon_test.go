@@ -115,6 +115,8 @@ func TestSpokeAddon(t *testing.T) {
 		s.localGone(t, p.Name)
 	})
 
+	t.Run("ManagedClustersCopyShowsTheHubsRolloutStatus", func(t *testing.T) { s.rolloutStatusReachesTheCopy(t, f.Managed[0].Config) })
+
 	t.Run("StatusReachesTheHubWithTheGenerationEvaluated", func(t *testing.T) {
 		p := s.createReplica(t, "status", nil)
 		s.playConfigPolicy(t, "status-cfg", policyv1.NonCompliant)
