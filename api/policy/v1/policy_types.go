@@ -152,6 +152,9 @@ type PolicyStatus struct {
 type Placement struct {
 	// +optional
 	PlacementBinding string `json:"placementBinding,omitempty"`
+	// PlacementRule (deprecated: bind a Placement instead) is the PlacementRule
+	// (apps.open-cluster-management.io/v1) the binding refers to; its decisions select clusters
+	// as one decision group.
 	// +optional
 	PlacementRule string `json:"placementRule,omitempty"`
 	// +optional
