@@ -115,6 +115,8 @@ func TestSpokeAddon(t *testing.T) {
 		s.localGone(t, p.Name)
 	})
 
+	t.Run("PlantedReplicaNeverReachesTheCluster", s.plantedReplicaNeverReachesTheCluster)
+
 	t.Run("ManagedClustersCopyShowsTheHubsRolloutStatus", func(t *testing.T) { s.rolloutStatusReachesTheCopy(t, f.Managed[0].Config) })
 
 	t.Run("StatusReachesTheHubWithTheGenerationEvaluated", func(t *testing.T) {
@@ -247,7 +249,18 @@ func (s *suite) createReplica(t *testing.T, name string, mutate func(*policyv1.P
 	if err := s.hub.Create(context.Background(), p); err != nil {
 		t.Fatalf("create replica %s: %v", p.Name, err)
 	}
+	acknowledge(t, s.hub, p)
 	return p
+}
+
+// acknowledge does what the hub's propagator does after writing a replica: it gives it a rollout
+// status, without which the addon does not take a replica as the hub's.
+func acknowledge(t *testing.T, hub client.Client, p *policyv1.Policy) {
+	t.Helper()
+	patch := []byte(`{"status":{"rolloutStatus":"Progressing"}}`)
+	if err := hub.Status().Patch(context.Background(), p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("acknowledge replica %s: %v", p.Name, err)
+	}
 }
 
 func (s *suite) updateReplica(t *testing.T, name string, change func(*policyv1.Policy)) {

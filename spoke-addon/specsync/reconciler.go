@@ -52,6 +52,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	want := desired(hub)
 	if apierrors.IsNotFound(localErr) {
+		if !acknowledged(hub) {
+			// Not (yet) the hub's: its status write, or the propagator's deletion of a planted
+			// one, brings it back here.
+			return reconcile.Result{}, nil
+		}
 		if err := r.Local.Create(ctx, want); err != nil {
 			return reconcile.Result{}, fmt.Errorf("create %s: %w", req, err)
 		}

@@ -34,3 +34,11 @@ func (r *Reconciler) copyRolloutStatus(ctx context.Context, local, hub *policyv1
 	writes.WithLabelValues("status").Inc()
 	return nil
 }
+
+// acknowledged says whether the hub's propagator vouched for a Policy in the cluster namespace.
+// It gives every replica it writes a rollout status (ToApply, Progressing…), in a status write
+// after the replica's creation. A Policy without one was not written by the propagator, or not
+// yet: it is not copied to the managed cluster. So a "replica" someone planted in the cluster
+// namespace is never applied here, not even in the moment before the propagator deletes it as an
+// orphan; planting one that passes would take writing its status too.
+func acknowledged(hub *policyv1.Policy) bool { return hub.Status.RolloutStatus != "" }
