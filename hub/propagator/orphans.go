@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
@@ -17,9 +18,12 @@ import (
 // created there, a "replica" whose root does not exist, one whose name is not its root's — and
 // an Event says why. A cluster namespace is one named after a ManagedCluster.
 
-// inClusterNamespace says whether namespace belongs to a managed cluster.
+// inClusterNamespace says whether namespace belongs to a managed cluster. Only the name matters:
+// ManagedClusters are cached as metadata, not with their status (resources, claims).
 func (r *Reconciler) inClusterNamespace(ctx context.Context, namespace string) (bool, error) {
-	err := r.Reader.Get(ctx, types.NamespacedName{Name: namespace}, &clusterv1.ManagedCluster{})
+	mc := &metav1.PartialObjectMetadata{}
+	mc.SetGroupVersionKind(clusterv1.SchemeGroupVersion.WithKind("ManagedCluster"))
+	err := r.Reader.Get(ctx, types.NamespacedName{Name: namespace}, mc)
 	switch {
 	case err == nil:
 		return true, nil
