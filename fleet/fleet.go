@@ -111,6 +111,9 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if err := installAdmission(ctx, f.Hub.Config); err != nil {
+		return err
+	}
 	for _, c := range f.Managed {
 		if err := register(ctx, f.Hub.Config, c); err != nil {
 			return err
