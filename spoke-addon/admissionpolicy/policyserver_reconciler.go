@@ -93,7 +93,7 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		return err
 	}
 	name := serverObjectName(ps.Name)
-	selector := map[string]string{"app.kubernetes.io/name": "regent-policy-server", kubewardenv1.PolicyServerLabel: ps.Name}
+	selector := map[string]string{AppNameLabel: AppName, kubewardenv1.PolicyServerLabel: ps.Name}
 	port := corev1.ServicePort{Name: "https", Port: ServicePort, TargetPort: intstr.FromInt32(ServicePort), Protocol: corev1.ProtocolTCP}
 	metricsPort := corev1.ServicePort{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP}
 
@@ -135,6 +135,13 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		s.Spec.VolumeClaimTemplates = claims
 	})
 }
+
+// AppNameLabel = AppName marks every PolicyServer's pods and Services, whatever its name: what a
+// monitor (deploy/monitoring) selects them by.
+const (
+	AppNameLabel = "app.kubernetes.io/name"
+	AppName      = "regent-policy-server"
+)
 
 func (r *policyServerReconciler) meta(name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: labels}
