@@ -131,6 +131,9 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if err := installAdmission(ctx, f.Hub.Config); err != nil {
+		return err
+	}
 	if ocm != nil {
 		if err := f.startOCMHub(ctx, ocm); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -84,6 +85,9 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	if err := r.SetupWithManager(context.Background(), mgr, opts.Workers); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)
+	}
+	if err := registerGovernanceMetrics(ctrlmetrics.Registry, governanceCollector{cache: mgr.GetCache(), log: mgr.GetLogger()}); err != nil {
+		return nil, fmt.Errorf("policy_governance_info: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -43,8 +43,10 @@ func (s *Server) Audit(ctx context.Context, policy string, generation int64, req
 	defer s.metrics.inFlight.Dec()
 	start := time.Now()
 	answer, verr := p.Validate(ctx, request)
-	s.metrics.latency.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	s.metrics.latency.WithLabelValues(p.name).Observe(took.Seconds())
 	resp, outcome = s.decide(p, key, true, answer, verr, uid, request)
+	s.metrics.kubewarden.observe(p, true, request, resp, verr == nil && answer.MutatedObject != nil, took)
 	s.metrics.evaluations.WithLabelValues(p.name, "audit", outcome).Inc()
 	return resp, outcome, nil
 }

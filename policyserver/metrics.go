@@ -22,11 +22,13 @@ type metrics struct {
 	loadErrors  *prometheus.CounterVec
 	hostCalls   *prometheus.CounterVec
 	logsDropped *prometheus.CounterVec
+	kubewarden  kubewardenMetrics
 }
 
 func newMetrics() *metrics {
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
+		registry:   prometheus.NewRegistry(),
+		kubewarden: newKubewardenMetrics(),
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "regent_policy_evaluations_total",
 			Help: "Policy evaluations by policy, mode (protect, monitor, audit) and outcome (accepted, rejected, mutated, error). In monitor mode the outcome is the policy's real answer, though the request was admitted.",
@@ -63,6 +65,7 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors, m.hostCalls, m.logsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.kubewarden.collectors()...)
 	return m
 }
 

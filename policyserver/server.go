@@ -210,13 +210,15 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 	defer s.metrics.inFlight.Dec()
 	start := time.Now()
 	answer, err := p.Validate(ctx, request)
-	s.metrics.latency.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	s.metrics.latency.WithLabelValues(p.name).Observe(took.Seconds())
 
 	mode := string(p.mode)
 	if audit {
 		mode = "audit"
 	}
 	resp, outcome := s.decide(p, key, audit, answer, err, meta.UID, request)
+	s.metrics.kubewarden.observe(p, audit, request, resp, err == nil && answer.MutatedObject != nil, took)
 	s.reportAnswer(p, key, audit, request, outcome, messageOf(resp))
 	s.metrics.evaluations.WithLabelValues(p.name, mode, outcome).Inc()
 	if err != nil {

@@ -115,6 +115,10 @@ func TestSpokeAddon(t *testing.T) {
 		s.localGone(t, p.Name)
 	})
 
+	t.Run("PlantedReplicaNeverReachesTheCluster", s.plantedReplicaNeverReachesTheCluster)
+
+	t.Run("ManagedClustersCopyShowsTheHubsRolloutStatus", func(t *testing.T) { s.rolloutStatusReachesTheCopy(t, f.Managed[0].Config) })
+
 	t.Run("StatusReachesTheHubWithTheGenerationEvaluated", func(t *testing.T) {
 		p := s.createReplica(t, "status", nil)
 		s.playConfigPolicy(t, "status-cfg", policyv1.NonCompliant)
@@ -245,7 +249,18 @@ func (s *suite) createReplica(t *testing.T, name string, mutate func(*policyv1.P
 	if err := s.hub.Create(context.Background(), p); err != nil {
 		t.Fatalf("create replica %s: %v", p.Name, err)
 	}
+	acknowledge(t, s.hub, p)
 	return p
+}
+
+// acknowledge does what the hub's propagator does after writing a replica: it gives it a rollout
+// status, without which the addon does not take a replica as the hub's.
+func acknowledge(t *testing.T, hub client.Client, p *policyv1.Policy) {
+	t.Helper()
+	patch := []byte(`{"status":{"rolloutStatus":"Progressing"}}`)
+	if err := hub.Status().Patch(context.Background(), p, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("acknowledge replica %s: %v", p.Name, err)
+	}
 }
 
 func (s *suite) updateReplica(t *testing.T, name string, change func(*policyv1.Policy)) {
@@ -331,9 +346,15 @@ func (s *suite) pendingWith(t *testing.T, policy string, fragments ...string) {
 	})
 }
 
+// dependsOn builds a dependency as OCM's schema requires it: apiVersion, kind, name and compliance
+// (Compliant when not given).
 func dependsOn(kind, name, ns string, compliance policyv1.ComplianceState) policyv1.PolicyDependency {
+	if compliance == "" {
+		compliance = policyv1.Compliant
+	}
 	d := policyv1.PolicyDependency{Name: name, Namespace: ns, Compliance: compliance}
 	d.Kind = kind
+	d.APIVersion = policyv1.GroupVersion.String()
 	if kind == "ConfigMap" {
 		d.APIVersion = "v1"
 	}

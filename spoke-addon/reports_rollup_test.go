@@ -54,6 +54,7 @@ func TestReportsRollup(t *testing.T) {
 	if err := hub.Create(ctx, replica); err != nil {
 		t.Fatal(err)
 	}
+	acknowledge(t, hub, replica)
 	// Played admission controller: the policy's newest generation serves.
 	eventually(t, wait, func() (bool, string) {
 		cap := &kubewardenv1.ClusterAdmissionPolicy{}

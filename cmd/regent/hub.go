@@ -47,7 +47,10 @@ func newHubCommand() *cobra.Command {
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return hub.Run(ctx, opts) })
 			if addonManager {
-				g.Go(func() error { return addon.Run(ctx, cfg, addon.Options{Image: addonImage}) })
+				g.Go(func() error {
+					return addon.Run(ctx, cfg, addon.Options{Image: addonImage,
+						LeaderElection: opts.LeaderElection, LeaderElectionNamespace: opts.LeaderElectionNamespace})
+				})
 			}
 			placement.Admission.LeaderElection = opts.LeaderElection
 			placement.Admission.LeaderElectionNamespace = opts.LeaderElectionNamespace
@@ -61,8 +64,11 @@ func newHubCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
-	f.Float32Var(&opts.QPS, "qps", hub.DefaultQPS, "requests per second to the hub apiserver")
-	f.IntVar(&opts.Burst, "burst", hub.DefaultBurst, "request burst to the hub apiserver")
+	// OCM's names for these, as on every other subcommand.
+	f.Float32Var(&opts.QPS, "kube-api-qps", hub.DefaultQPS, "requests per second to the hub apiserver")
+	f.IntVar(&opts.Burst, "kube-api-burst", hub.DefaultBurst, "request burst to the hub apiserver")
+	deprecatedAlias(f, "qps", "kube-api-qps")
+	deprecatedAlias(f, "burst", "kube-api-burst")
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -32,7 +33,8 @@ func newPolicyServerCommand() *cobra.Command {
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
 		Long: "Without --lifecycle the policies come from --policies, a Kubewarden policies.yml. With --lifecycle they\n" +
 			"come from the PolicyRevisions of --policy-server: the replica holding the Lease pulls, precompiles,\n" +
-			"validates and signs them into --shared-cache, and every replica loads them and reports Ready.",
+			"validates and signs them into its cache (--shared-cache, or its own --signed-cache from which the others\n" +
+			"fetch them), and every replica verifies and loads them and reports Ready.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = ctrl.Log.WithName("policy-server")
 			if pullCA != "" {
@@ -65,6 +67,9 @@ func newPolicyServerCommand() *cobra.Command {
 					return err
 				}
 			}
+			if lc.AdvertiseAddress, err = advertiseAddress(lc.AdvertiseAddress, opts.Addr); err != nil {
+				return err
+			}
 			if leaderKubeconfig != "" {
 				if lc.LeaderConfig, err = loadConfig(leaderKubeconfig); err != nil {
 					return fmt.Errorf("--leader-kubeconfig: %w", err)
@@ -80,7 +85,8 @@ func newPolicyServerCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Addr, "addr", ":8443", "HTTPS listen address (admission, /readyz, /livez)")
-	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":9090", "plain-HTTP listen address of /metrics, never served on --addr (empty: off)")
+	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":9090", "plain-HTTP listen address of /metrics, never served on --addr (empty: off)")
+	deprecatedAlias(f, "metrics-addr", "metrics-bind-address")
 	f.StringVar(&opts.CertFile, "cert-file", "", "serving certificate (reloaded when it changes)")
 	f.StringVar(&opts.KeyFile, "key-file", "", "serving key")
 	f.StringVar(&opts.PoliciesFile, "policies", "", "policies configuration file (applied live when it changes); not with --lifecycle")
@@ -97,7 +103,11 @@ func newPolicyServerCommand() *cobra.Command {
 	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
 	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")
 	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
-	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder every replica shares (ReadWriteMany volume)")
+	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder of signed cache entries every replica shares (ReadWriteMany volume); not with --signed-cache")
+	f.StringVar(&lc.SignedCache, "signed-cache", "", "this replica's own folder of signed cache entries (emptyDir or ReadWriteOnce volume): what it lacks it fetches\n"+
+		"from the leader and verifies; not with --shared-cache")
+	f.StringVar(&lc.AdvertiseAddress, "advertise-address", "", "host or host:port other replicas reach this one at (the pod IP; the port defaults to --addr's):\n"+
+		"where they fetch signed cache entries while this replica leads")
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
 	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
@@ -139,4 +149,19 @@ func replicaOrdinal() (int, error) {
 		return 0, fmt.Errorf("hostname %q is not a StatefulSet pod's <name>-<ordinal>", host)
 	}
 	return n, nil
+}
+
+// advertiseAddress completes a host given to --advertise-address with the port of --addr.
+func advertiseAddress(advertise, addr string) (string, error) {
+	if advertise == "" {
+		return "", nil
+	}
+	if _, _, err := net.SplitHostPort(advertise); err == nil {
+		return advertise, nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	return net.JoinHostPort(strings.Trim(advertise, "[]"), port), nil
 }

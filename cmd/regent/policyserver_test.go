@@ -48,3 +48,21 @@ func TestFileModeCapabilities_KubeconfigIsOptional_UnlessNamed(t *testing.T) {
 		t.Fatalf("lookups go to the kubeconfig's server: got %v", err)
 	}
 }
+
+// A pod passes its IP alone ($(POD_IP)); other replicas need the listener's port with it.
+func TestAdvertiseAddress_TakesThePortOfTheListener(t *testing.T) {
+	for _, c := range []struct{ advertise, addr, want string }{
+		{"10.0.0.5", ":8443", "10.0.0.5:8443"},
+		{"fd00::5", ":8443", "[fd00::5]:8443"},
+		{"10.0.0.5:9000", ":8443", "10.0.0.5:9000"},
+		{"", ":8443", ""},
+	} {
+		got, err := advertiseAddress(c.advertise, c.addr)
+		if err != nil || got != c.want {
+			t.Errorf("advertiseAddress(%q, %q) = %q, %v; want %q", c.advertise, c.addr, got, err, c.want)
+		}
+	}
+	if _, err := advertiseAddress("10.0.0.5", "no-port"); err == nil {
+		t.Error("an --addr without a port was accepted")
+	}
+}

@@ -13,7 +13,8 @@ import (
 )
 
 func newReportsAggregatorCommand() *cobra.Command {
-	var kubeconfig, shard, metricsAddr, memoryLimit string
+	var kubeconfig, shard, metricsAddr, probeAddr, memoryLimit, leaseNamespace string
+	var leaderElect bool
 	a := &aggregate.Aggregator{}
 	cmd := &cobra.Command{
 		Use:   "reports-aggregator",
@@ -40,14 +41,22 @@ func newReportsAggregatorCommand() *cobra.Command {
 				return err
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:  scheme.Scheme,
-				Metrics: metricsserver.Options{BindAddress: metricsAddr},
+				Scheme:                 scheme.Scheme,
+				Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+				HealthProbeBindAddress: probeAddr,
+				// One Lease per shard: replicas of one shard stand by, different shards run at once.
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        fmt.Sprintf("regent-reports-aggregator-%d-of-%d", sh.Index, sh.Count),
+				LeaderElectionNamespace: leaseNamespace,
 			})
 			if err != nil {
 				return err
 			}
 			if err := a.SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("reports aggregator: %w", err)
+			}
+			if err := addHealthChecks(mgr, probeAddr); err != nil {
+				return err
 			}
 			ctrl.Log.Info("reports aggregator starting", "shard", sh.String(), "debounce", a.Debounce, "maxResultsPerReport", a.MaxResults)
 			return mgr.Start(cmd.Context())
@@ -59,6 +68,9 @@ func newReportsAggregatorCommand() *cobra.Command {
 	f.DurationVar(&a.Debounce, "debounce", aggregate.DefaultDebounce, "wait after a namespace's reports change before merging it")
 	f.IntVar(&a.MaxResults, "max-results-per-report", aggregate.DefaultMaxResults, "results per Report before it is split into numbered parts")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	f.StringVar(&probeAddr, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
+	f.BoolVar(&leaderElect, "leader-elect", false, "elect one active aggregator per shard among replicas (Lease regent-reports-aggregator-<i>-of-<n>)")
+	f.StringVar(&leaseNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 32Mi and 1.25x the live heap; negative: none")
 	return cmd
 }

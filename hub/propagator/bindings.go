@@ -22,10 +22,15 @@ type selection struct {
 	Placements []types.NamespacedName
 	// Enforcing are the placements whose bindings override remediation to enforce.
 	Enforcing []types.NamespacedName
+	// Rules and EnforcingRules are the same for PlacementRules, in name order: their clusters come
+	// after those of the Placements.
+	Rules, EnforcingRules []types.NamespacedName
+	// RuleBindings name the bindings that bind the root through a PlacementRule, sorted.
+	RuleBindings []string
 }
 
-// selectRoot finds the bindings that bind root, directly or through one of sets. PlacementRules
-// are not supported (OCM deprecated them); a binding to one only shows in the status.
+// selectRoot finds the bindings that bind root, directly or through one of sets, to a Placement
+// or to a PlacementRule (deprecated by OCM, still bound by much existing YAML).
 func selectRoot(root *policyv1.Policy, bindings []policyv1.PlacementBinding, policySets []policyv1beta1.PolicySet) selection {
 	setsOfRoot := sets.New[string]()
 	for _, s := range policySets {
@@ -37,6 +42,7 @@ func selectRoot(root *policyv1.Policy, bindings []policyv1.PlacementBinding, pol
 	}
 	var sel selection
 	selecting, enforcing := sets.New[string](), sets.New[string]()
+	rules, enforcingRules, ruleBindings := sets.New[string](), sets.New[string](), sets.New[string]()
 	for _, b := range bindings {
 		for _, s := range b.Subjects {
 			entry := &policyv1.Placement{PlacementBinding: b.Name}
@@ -57,6 +63,13 @@ func selectRoot(root *policyv1.Policy, bindings []policyv1.PlacementBinding, pol
 				}
 			} else {
 				entry.PlacementRule = b.PlacementRef.Name
+				ruleBindings.Insert(b.Name)
+				if b.SubFilter != "restricted" {
+					rules.Insert(b.PlacementRef.Name)
+				}
+				if strings.EqualFold(b.BindingOverrides.RemediationAction, string(policyv1.Enforce)) {
+					enforcingRules.Insert(b.PlacementRef.Name)
+				}
 			}
 			sel.Status = append(sel.Status, entry)
 		}
@@ -74,5 +87,12 @@ func selectRoot(root *policyv1.Policy, bindings []policyv1.PlacementBinding, pol
 	for _, name := range sets.List(enforcing) {
 		sel.Enforcing = append(sel.Enforcing, types.NamespacedName{Namespace: root.Namespace, Name: name})
 	}
+	for _, name := range sets.List(rules) {
+		sel.Rules = append(sel.Rules, types.NamespacedName{Namespace: root.Namespace, Name: name})
+	}
+	for _, name := range sets.List(enforcingRules) {
+		sel.EnforcingRules = append(sel.EnforcingRules, types.NamespacedName{Namespace: root.Namespace, Name: name})
+	}
+	sel.RuleBindings = sets.List(ruleBindings)
 	return sel
 }

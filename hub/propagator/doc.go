@@ -11,5 +11,8 @@
 // whose replicas would exceed the hub's byte cap is not propagated (Propagated=False,
 // ReplicatedSizeOverLimit) and its existing replicas are left alone. Replicas are tied to
 // their root by OCM's labels, not owner references, because owners cannot live in another
-// namespace; a replica whose root is gone is deleted when the root's key is reconciled.
+// namespace; a replica whose root is gone is deleted when the root's key is reconciled. As on
+// OCM, a cluster namespace holds replicas only: a root created in one, or a replica-looking
+// Policy there that no root accounts for, is deleted with an Event (orphans.go). Clusters are
+// chosen by Placements and, still, by OCM's deprecated PlacementRules (placement_rules.go).
 package propagator

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +41,9 @@ type Reconciler struct {
 
 	expect  expectations
 	retries writeRetries
+	// known holds the roots this process has reconciled: a replica whose root it never saw was
+	// not written by it, and is deleted as an orphan only where OCM would delete it.
+	known sync.Map
 	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
 }
@@ -61,9 +65,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isReplica(root) {
 		return ctrl.Result{}, nil
 	}
+	if refused, err := r.refuseRootInClusterNamespace(ctx, root); refused || err != nil {
+		return ctrl.Result{}, err
+	}
+	r.known.Store(req.NamespacedName, struct{}{})
 	replicas, err := r.replicasOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	for cluster, rep := range replicas {
+		if rep.Name != ReplicaName(root) {
+			delete(replicas, cluster)
+			if err := r.deleteOrphan(ctx, rep, "its name is not "+ReplicaName(root)); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
 
 	in, err := r.read(ctx, root, replicas)
@@ -114,17 +130,30 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 	if in.violations, err = r.violations(ctx, root); err != nil {
 		return input{}, err
 	}
-	if in.groups, err = decisions.Groups(ctx, r.Reader, in.selection.Placements); err != nil {
+	if in.groups, err = r.groups(ctx, in.selection.Placements, in.selection.Rules); err != nil {
 		return input{}, err
 	}
-	if len(in.selection.Enforcing) > 0 {
-		enforcing, err := decisions.Groups(ctx, r.Reader, in.selection.Enforcing)
+	if len(in.selection.Enforcing)+len(in.selection.EnforcingRules) > 0 {
+		enforcing, err := r.groups(ctx, in.selection.Enforcing, in.selection.EnforcingRules)
 		if err != nil {
 			return input{}, err
 		}
 		in.enforcing = enforcing.GetClusters()
 	}
 	return in, nil
+}
+
+// groups are the decision groups of placements, then one group per PlacementRule.
+func (r *Reconciler) groups(ctx context.Context, placements, rules []types.NamespacedName) (sdkv1beta1.ClusterGroupsMap, error) {
+	groups, err := decisions.Groups(ctx, r.Reader, placements)
+	if err != nil || len(rules) == 0 {
+		return groups, err
+	}
+	fromRules, err := ruleGroups(ctx, r.Reader, rules)
+	if err != nil {
+		return nil, err
+	}
+	return decisions.Merge(groups, fromRules), nil
 }
 
 // writeRootStatus writes the root's status when it changed. It goes first and with the cached
@@ -136,7 +165,7 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	status.ComplianceState = aggregateCompliance(status.Status)
 	status.RolloutStatus = p.decision.Aggregate
 	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),
-		overridesConditionFor(root.Generation, p.overridesIgnored))
+		overridesConditionFor(root.Generation, p.overridesIgnored), deprecationConditionFor(root.Generation, p.selection))
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: propagatedCondition, Status: metav1.ConditionTrue,
 		ObservedGeneration: root.Generation, Reason: "Propagated", Message: fmt.Sprintf("replicated to %d clusters", len(p.desired))})
 	if equality.Semantic.DeepEqual(&root.Status, status) {
@@ -235,9 +264,8 @@ func strategyOf(root *policyv1.Policy) (clusterv1alpha1.RolloutStrategy, rollout
 	if root.Spec.RolloutStrategy != nil && root.Spec.RolloutStrategy.Type != "" {
 		s = *root.Spec.RolloutStrategy
 	}
-	enforce := strings.EqualFold(string(root.Spec.RemediationAction), string(policyv1.Enforce))
 	switch {
-	case !enforce:
+	case !enforces(&root.Spec):
 		return s, rollout.InformAsIs
 	case s.Type == clusterv1alpha1.All:
 		return s, rollout.AsIs

@@ -96,12 +96,14 @@ func overridesConditionFor(generation int64, ignored bool) *metav1.Condition {
 }
 
 // setConditions applies the desired conditions, keeping transition times of unchanged ones.
-func setConditions(conds *[]metav1.Condition, rollout metav1.Condition, overrides *metav1.Condition) {
+func setConditions(conds *[]metav1.Condition, rollout metav1.Condition, overrides, deprecation *metav1.Condition) {
 	meta.SetStatusCondition(conds, rollout)
-	if overrides != nil {
-		meta.SetStatusCondition(conds, *overrides)
-	} else {
-		meta.RemoveStatusCondition(conds, overridesCondition)
+	for kind, c := range map[string]*metav1.Condition{overridesCondition: overrides, deprecatedCondition: deprecation} {
+		if c != nil {
+			meta.SetStatusCondition(conds, *c)
+		} else {
+			meta.RemoveStatusCondition(conds, kind)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -44,14 +45,20 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}
 	roots := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isReplica(o.(*policyv1.Policy)) })
 	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o.(*policyv1.Policy)) })
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("root-policy").
 		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
 		Watches(&policyv1.Policy{}, handler.EnqueueRequestsFromMapFunc(replicaToRoot), builder.WithPredicates(replicas)).
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
-		Watches(&openreportsv1alpha1.Report{}, handler.EnqueueRequestsFromMapFunc(summaryToRoot), builder.WithPredicates(summaryFailsChanged)).
+		Watches(&openreportsv1alpha1.Report{}, handler.EnqueueRequestsFromMapFunc(summaryToRoot), builder.WithPredicates(summaryFailsChanged))
+	if servesPlacementRules(mgr) {
+		rule := &unstructured.Unstructured{}
+		rule.SetGroupVersionKind(placementRuleGVK)
+		b = b.Watches(rule, handler.EnqueueRequestsFromMapFunc(r.ruleToRoots))
+	}
+	return b.
 		// A process may build the hub's manager more than once (tests restart it in-process).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		Complete(r)

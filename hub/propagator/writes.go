@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,12 +39,21 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	}
 	clusters = ready
 	failed := map[string]error{}
+	// The few specs of a plan are shared by every cluster: each is read once, here, before the
+	// concurrent writes only look the answer up.
+	memo := map[*policyv1.PolicySpec]bool{}
+	for _, spec := range p.desired {
+		if _, ok := memo[spec]; !ok {
+			memo[spec] = enforces(spec)
+		}
+	}
+	enforcing := func(spec *policyv1.PolicySpec) bool { return memo[spec] }
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
 	// a cluster and gives it to another, the two are never enforced at once. So a cluster that
 	// could not be told to stop holds back every cluster about to start.
 	stopped := r.eachCluster(clusters, func(cluster string) error {
 		spec := p.desired[cluster]
-		if isEnforce(spec) {
+		if enforcing(spec) {
 			return nil
 		}
 		return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
@@ -60,14 +68,14 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	if len(out.stillEnforcing) > 0 {
 		for _, cluster := range clusters {
 			spec := p.desired[cluster]
-			if isEnforce(spec) && (existing[cluster] == nil || !replicaCurrent(existing[cluster], root, spec, p.hash[spec])) {
+			if enforcing(spec) && (existing[cluster] == nil || !replicaCurrent(existing[cluster], root, spec, p.hash[spec])) {
 				out.held = append(out.held, cluster)
 			}
 		}
 	} else {
 		maps.Copy(failed, r.eachCluster(clusters, func(cluster string) error {
 			spec := p.desired[cluster]
-			if !isEnforce(spec) {
+			if !enforcing(spec) {
 				return nil
 			}
 			return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
@@ -112,7 +120,7 @@ type writeOutcome struct {
 }
 
 func isEnforce(spec *policyv1.PolicySpec) bool {
-	return strings.EqualFold(string(spec.RemediationAction), string(policyv1.Enforce))
+	return enforces(spec)
 }
 
 func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
@@ -222,6 +230,10 @@ func (r *Reconciler) cleanup(ctx context.Context, root types.NamespacedName) err
 	reps := make([]string, 0, len(replicas))
 	for cluster := range replicas {
 		reps = append(reps, cluster)
+	}
+	if _, known := r.known.LoadAndDelete(root); !known {
+		why := fmt.Sprintf("root policy %s does not exist", root)
+		return r.each(reps, func(cluster string) error { return r.deleteOrphan(ctx, replicas[cluster], why) })
 	}
 	return r.each(reps, func(cluster string) error { return r.deleteReplica(ctx, replicas[cluster]) })
 }

@@ -53,3 +53,24 @@ func minSuccessTime(in Input) time.Duration {
 	}
 	return 0
 }
+
+// soakEnds returns how long until the first soak time still running ends. The handler's own
+// recheck time covers only the clusters in its answer; a displaced cluster still soaking holds a
+// slot too, and when its soak ends a cluster may start although nothing else changes.
+func soakEnds(in Input, d Decision, now time.Time) (time.Duration, bool) {
+	soak := minSuccessTime(in)
+	if soak <= 0 {
+		return 0, false
+	}
+	var first time.Duration
+	found := false
+	for _, c := range d.Clusters {
+		if c.Status != policyv1.RolloutSucceeded || c.LastTransitionTime == nil {
+			continue
+		}
+		if left := c.LastTransitionTime.Add(soak).Sub(now); left > 0 && (!found || left < first) {
+			first, found = left, true
+		}
+	}
+	return first, found
+}

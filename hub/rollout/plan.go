@@ -116,8 +116,10 @@ func (p *Planner) Plan(in Input) (Decision, error) {
 		switch c.Status {
 		case policyv1.RolloutToApply:
 			// A spent budget stops the rollout: the handler may still list clusters it met before
-			// counting the failures, but none of them is started.
-			if !out.BudgetSpent && free > 0 {
+			// counting the failures, but none of them is started. A cluster new to the rollout
+			// (joined the placement, nothing recorded) gets pass 1 of its own first, as the whole
+			// fleet did: the new version as inform now, its turn from the next decision on.
+			if !out.BudgetSpent && free > 0 && !newToRollout(in, r.ClusterName) {
 				set(r.ClusterName, c, policyv1.RolloutProgressing)
 				out.Started = append(out.Started, r.ClusterName)
 				free--
@@ -142,6 +144,9 @@ func (p *Planner) Plan(in Input) (Decision, error) {
 		out.RecheckAfter = result.RecheckAfter
 	}
 
+	if wait, ok := soakEnds(in, out, now.Time); ok && (out.RecheckAfter == nil || wait < *out.RecheckAfter) {
+		out.RecheckAfter = &wait
+	}
 	for name, c := range out.Clusters {
 		if c.Status == policyv1.RolloutFailed || c.Status == policyv1.RolloutTimeOut {
 			out.Failing = append(out.Failing, name)
@@ -226,4 +231,11 @@ func sortedNames(s interface{ UnsortedList() []string }) []string {
 	names := s.UnsortedList()
 	sort.Strings(names)
 	return names
+}
+
+// newToRollout says whether a progressive rollout has no record of the cluster: it has not been
+// handed the current version as inform yet, so it cannot be given its turn to enforce.
+func newToRollout(in Input, name string) bool {
+	c := in.Clusters[name]
+	return in.Mode == Progressive && c.Status == "" && !c.Active
 }

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -24,10 +25,20 @@ type sim struct {
 	in      Input
 }
 
+// newSim starts a rollout as the propagator does: a progressive one with its pass 1, which
+// records every cluster ToApply (its replica informs) before any turn is handed out.
 func newSim(t *testing.T, mode Mode, strategy clusterv1alpha1.RolloutStrategy, groups sdkv1beta1.ClusterGroupsMap) *sim {
 	c := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	return &sim{t: t, clock: c, planner: NewPlanner(c),
+	s := &sim{t: t, clock: c, planner: NewPlanner(c),
 		in: Input{Mode: mode, Strategy: strategy, Groups: groups, Clusters: map[string]Cluster{}}}
+	if mode == Progressive {
+		d, err := s.planner.FirstPass(s.in)
+		if err != nil {
+			return s // the test asks for the error itself
+		}
+		maps.Copy(s.in.Clusters, d.Clusters)
+	}
+	return s
 }
 
 func (s *sim) plan() Decision {
@@ -212,9 +223,12 @@ func TestPlan_Progressive_ClusterAddedAfterSuccessGetsAMiniatureRollout(t *testi
 	s.answer(policyv1.Compliant, "c1")
 	eq(t, "aggregate", s.plan().Aggregate, policyv1.RolloutSucceeded)
 	s.in.Groups = oneGroup("c1", "c2")
+	// Its pass 1: the new version as inform, although its turn is free at once.
 	d := s.plan()
-	eq(t, "started", d.Started, []string{"c2"})
+	eq(t, "started in the decision that saw c2 join", d.Started, []string(nil))
+	eq(t, "c2", d.Clusters["c2"].Status, policyv1.RolloutToApply)
 	eq(t, "aggregate with a new cluster", d.Aggregate, policyv1.RolloutProgressing)
+	eq(t, "started once c2 was recorded ToApply", s.plan().Started, []string{"c2"})
 	s.answer(policyv1.Compliant, "c2")
 	eq(t, "aggregate", s.plan().Aggregate, policyv1.RolloutSucceeded)
 }
@@ -252,4 +266,23 @@ func TestPlan_UnchangedInputsKeepTransitionTimes(t *testing.T) {
 			t.Fatalf("%s: transition time moved without a transition", name)
 		}
 	}
+}
+
+func TestPlan_Progressive_ClusterJoiningDuringASoakInformsFirstAndStartsWhenTheSoakEnds(t *testing.T) {
+	s := newSim(t, Progressive, progressive(1, time.Minute, "", 0), oneGroup("c1", "c2"))
+	eq(t, "first turn", s.plan().Started, []string{"c1"})
+	s.answer(policyv1.Compliant, "c1")
+	s.plan()
+	// a0 sorts first: the handler's window of one is a0's, while c1 still soaks in it.
+	s.in.Groups = oneGroup("a0", "c1", "c2")
+	d := s.plan()
+	eq(t, "started when a0 joined", d.Started, []string(nil))
+	eq(t, "a0", d.Clusters["a0"].Status, policyv1.RolloutToApply)
+	eq(t, "recheck at the end of c1's soak", *d.RecheckAfter, time.Minute)
+	s.clock.Step(30 * time.Second)
+	d = s.plan()
+	eq(t, "started during c1's soak", d.Started, []string(nil))
+	eq(t, "recheck at the end of c1's soak", *d.RecheckAfter, 30*time.Second)
+	s.clock.Step(30 * time.Second)
+	eq(t, "started once c1's soak ended", s.plan().Started, []string{"a0"})
 }

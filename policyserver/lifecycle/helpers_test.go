@@ -94,6 +94,9 @@ func (e *env) startReplica(t *testing.T, opts Options) *replicaHandle {
 	opts.Config = e.config
 	opts.Namespace = testNamespace
 	opts.Server.Listener = ln
+	if opts.SignedCache != "" && opts.AdvertiseAddress == "" {
+		opts.AdvertiseAddress = ln.Addr().String() // as a pod advertises its IP
+	}
 	opts.Server.CertFile, opts.Server.KeyFile = e.certs.CertFile, e.certs.KeyFile
 	if opts.Pull.FileRoots == nil {
 		// Tests write their modules under the temporary directory: allowed explicitly.

@@ -50,6 +50,11 @@ type leader struct {
 	// keysChanged is set when the signing Secret appears or changes: revisions that failed to be
 	// signed are retried at once instead of after RetryInterval.
 	keysChanged atomic.Bool
+	// leading is set while this process holds the leader Lease.
+	leading atomic.Bool
+	// republishFailed remembers when rebuilding a missing entry last failed, to wait
+	// RetryInterval before the next try.
+	republishFailed map[types.UID]time.Time
 
 	// mu is held by a pass and by close: leader election runs the leading callback on a
 	// goroutine of its own that can outlive Run, and a pass must never use a closed engine.
@@ -114,6 +119,18 @@ func (l *leader) sync(ctx context.Context) error {
 			delete(l.prepared, rev.UID)
 		}
 		if !l.needsInit(rev, retrySigning) {
+			if l.needsRepublish(rev) {
+				k := pullKey{uid: rev.UID, module: rev.spec.Module}
+				wanted[k] = true
+				if pulled, ok := l.pulls.get(ctx, k); ok {
+					if keys.err == nil && keys.signer == nil {
+						keys = l.readKeys(ctx)
+					}
+					if key := l.republish(ctx, rev, keys, pulled); key != "" {
+						keep[key] = true
+					}
+				}
+			}
 			continue
 		}
 		k := pullKey{uid: rev.UID, module: rev.spec.Module}
@@ -137,6 +154,11 @@ func (l *leader) sync(ctx context.Context) error {
 	for uid := range l.prepared {
 		if !listed[uid] {
 			delete(l.prepared, uid)
+		}
+	}
+	for uid := range l.republishFailed {
+		if !listed[uid] {
+			delete(l.republishFailed, uid)
 		}
 	}
 	removed, err := l.cache.GC(keep)
@@ -407,13 +429,36 @@ func newLeader(ctx context.Context, opts Options, reader client.Reader, api clie
 		}
 		keyReader = c
 	}
+	root, _ := opts.cacheRoot()
 	e, err := engine.New(ctx, engine.Options{CacheDir: dir, MaxInstancesPerPolicy: 1, Logger: opts.Logger, Host: opts.Server.Host})
 	if err != nil {
 		return nil, fmt.Errorf("leader engine: %w", err)
 	}
 	return &leader{
 		opts: opts, reader: reader, api: api, keyReader: keyReader, status: statusWriter{client: api, clock: opts.Clock},
-		cache: cache.Cache{Root: opts.SharedCache, Version: opts.Version}, engine: e, privateDir: dir,
+		cache: cache.Cache{Root: root, Version: opts.Version}, engine: e, privateDir: dir,
 		log: opts.Logger.WithName("leader"), pulls: newPulls(opts.Pull, pulled), prepared: map[types.UID]string{},
+		republishFailed: map[types.UID]time.Time{},
 	}, nil
+}
+
+// gcAsReplica removes the entries of this replica's own cache that keep (the keys of the
+// enabled revisions) does not name, unless this process leads: then the leader's pass does it,
+// knowing also the entries it just built that no revision shows yet.
+func (l *leader) gcAsReplica(keep map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.leading.Load() {
+		return
+	}
+	for _, key := range l.prepared {
+		keep[key] = true
+	}
+	removed, err := l.cache.GC(keep)
+	if err != nil {
+		l.log.Error(err, "could not remove every unused entry of this replica's cache")
+	}
+	if len(removed) > 0 {
+		l.log.Info("removed cache entries no enabled revision uses", "entries", removed)
+	}
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,21 +30,31 @@ import (
 // replica makes the server serve every enabled, Initialized revision of its policy server and
 // reports, per revision, whether it does (Ready with its replica number).
 type replica struct {
-	opts       Options
-	number     int32
-	server     *policyserver.Server
-	reader     client.Reader
-	api        client.Client
-	status     statusWriter
-	cache      cache.Cache
+	opts   Options
+	number int32
+	server *policyserver.Server
+	reader client.Reader
+	api    client.Client
+	status statusWriter
+	cache  cache.Cache
+	// shared: the cache directory is every replica's (RWX), where the leader publishes;
+	// otherwise it is this replica's own, filled from the leader (transfer.go).
+	shared     bool
 	privateDir string
 	log        logr.Logger
+	// leader is this process's leader half, which alone removes entries while it leads.
+	leader         *leader
+	transfers      *prometheus.CounterVec
+	transferClient *http.Client
 
 	mu     sync.Mutex
 	loaded map[registry.Key]served
 	failed map[types.UID]time.Time
-	files  *privateFiles
-	swept  bool
+	// waitingSince is, per revision, when a load first found no leader to fetch its entry
+	// from; after Options.leaderWait the replica compiles the module itself.
+	waitingSince map[types.UID]time.Time
+	files        *privateFiles
+	swept        bool
 
 	// ready is set by each sync: after the first one every wanted revision has been tried, and
 	// the replica is ready while every revision a webhook calls is loaded.
@@ -87,6 +99,11 @@ func (r *replica) sync(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for uid := range r.waitingSince {
+		if !wantsUID(want, uid) {
+			delete(r.waitingSince, uid)
+		}
+	}
 	unloaded := false
 	for k, s := range r.loaded {
 		if rev, ok := want[k]; !ok || rev.UID != s.uid {
@@ -134,6 +151,17 @@ func (r *replica) sync(ctx context.Context) error {
 			r.log.Info("removed private cache files no loaded revision needs", "files", n)
 		}
 		r.swept = true
+	}
+	if !r.shared && r.leader != nil {
+		// Entries no enabled revision uses leave this replica's own cache as they leave the
+		// leader's; while this process leads, the leader's pass does it.
+		keep := map[string]bool{}
+		for i := range list.Items {
+			if k := list.Items[i].Status.CacheKey; k != "" && list.Items[i].Spec.Enabled {
+				keep[k] = true
+			}
+		}
+		r.leader.gcAsReplica(keep)
 	}
 	var waiting, failing []string
 	for _, k := range keys {
@@ -188,12 +216,24 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		// Initialized unsigned: the leader could not read the signing key.
 		err = fmt.Errorf("%w: the leader published no signed entry", cache.ErrNotFound)
 	case err == nil:
-		opened, err = r.cache.Open(rev.Status.CacheKey, verifier, r.privateDir)
+		opened, err = r.open(ctx, rev, verifier)
 	}
 	switch {
 	case err == nil:
 		wasm, executionMode, entrypt = opened.Wasm, opened.Manifest.ExecutionMode, opened.Manifest.Entrypoint
-	case errors.Is(err, cache.ErrNotFound):
+	case errors.Is(err, errNoLeaderEntry) && r.waitForLeader(rev.UID):
+		// The leader is changing, or still publishing: ask again after RetryInterval; only
+		// after leaderWait does the replica compile the module itself. Unknown, not False: the
+		// generation has not failed, and the policy must not say so.
+		log.Info("signed entry not fetched yet; retrying", "reason", err.Error())
+		r.failed[rev.UID] = r.opts.Clock.Now()
+		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, ReasonWaitingForLeader, err.Error())
+		c.Status = metav1.ConditionUnknown
+		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+			log.Error(werr, "could not report the wait")
+		}
+		return
+	case errors.Is(err, errNoLeaderEntry), errors.Is(err, cache.ErrNotFound):
 		reason, message = ReasonCompiledLocally, fmt.Sprintf("%v; compiled by this replica", err)
 	default:
 		// Refused: say so at once, then recover by compiling privately.
@@ -228,6 +268,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		return
 	}
 	delete(r.failed, rev.UID)
+	delete(r.waitingSince, rev.UID)
 	r.files.loaded(rev.key, wasm, modPath, opened)
 	c := rev.condition(kubewardenv1.ConditionReady, &r.number, true, reason, message)
 	r.loaded[rev.key] = served{uid: rev.UID, cond: c}
@@ -235,6 +276,46 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	if err := r.status.setConditions(ctx, obj, c); err != nil {
 		log.Error(err, "could not report Ready")
 	}
+}
+
+func wantsUID(want map[registry.Key]revision, uid types.UID) bool {
+	for _, rev := range want {
+		if rev.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// waitForLeader tells whether a load of revision uid that found no leader to ask should wait
+// for one rather than compile: for leaderWait since the first such load.
+func (r *replica) waitForLeader(uid types.UID) bool {
+	since, ok := r.waitingSince[uid]
+	if !ok {
+		r.waitingSince[uid] = r.opts.Clock.Now()
+		return true
+	}
+	return r.opts.Clock.Since(since) < r.opts.leaderWait
+}
+
+// open opens the verified entry of rev. In a replica's own cache, an entry it lacks, or one
+// that no longer verifies on its disk, is fetched from the leader first.
+func (r *replica) open(ctx context.Context, rev revision, verifier *signing.Verifier) (cache.Opened, error) {
+	key := rev.Status.CacheKey
+	opened, err := r.cache.Open(key, verifier, r.privateDir)
+	if r.shared || err == nil || (!errors.Is(err, cache.ErrNotFound) && !errors.Is(err, cache.ErrSignatureInvalid)) {
+		return opened, err
+	}
+	if errors.Is(err, cache.ErrSignatureInvalid) {
+		r.log.Error(err, "cache entry on this replica's disk refused; fetching it again", "key", key)
+		if rerr := r.cache.Remove(key); rerr != nil {
+			return cache.Opened{}, fmt.Errorf("%w; and it could not be removed: %v", err, rerr)
+		}
+	}
+	if err := r.fetch(ctx, key, verifier); err != nil {
+		return cache.Opened{}, err
+	}
+	return r.cache.Open(key, verifier, r.privateDir)
 }
 
 func writeModule(path string, wasm []byte) error {
@@ -279,6 +360,7 @@ func (r *replica) serveReady(w http.ResponseWriter, _ *http.Request) {
 func (r *replica) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", r.serveReady)
+	mux.HandleFunc("GET "+transferPathPrefix, r.serveEntry)
 	mux.Handle("/", r.server.Handler())
 	return mux
 }

@@ -54,10 +54,15 @@ func renewOnce(ctx context.Context, opts Options, kube kubernetes.Interface) err
 	holder := strconv.Itoa(opts.Replica)
 	seconds := int32(opts.LeaseDuration / time.Second)
 	now := metav1.NewMicroTime(opts.Clock.Now())
+	// Where this replica serves its cache entries from, should it lead (transfer.go).
+	annotations := map[string]string{CacheVersionAnnotation: opts.Version}
+	if opts.AdvertiseAddress != "" {
+		annotations[AddressAnnotation] = opts.AdvertiseAddress
+	}
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.Namespace,
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.Namespace, Annotations: annotations,
 				Labels: map[string]string{"regent.dev/policy-server": opts.PolicyServer}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{})
@@ -70,6 +75,13 @@ func renewOnce(ctx context.Context, opts Options, kube kubernetes.Interface) err
 		l.Spec.HolderIdentity, l.Spec.AcquireTime = &holder, &now
 	}
 	l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &seconds, &now
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	delete(l.Annotations, AddressAnnotation) // an earlier process's address is not this one's
+	for k, v := range annotations {
+		l.Annotations[k] = v
+	}
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err
 }

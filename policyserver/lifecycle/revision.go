@@ -36,6 +36,10 @@ const (
 	// replica compiled the module itself and serves it.
 	ReasonCompiledLocally = "CompiledLocally"
 	ReasonLoadError       = "LoadError"
+	// ReasonWaitingForLeader (Ready Unknown): the replica's own cache lacks the signed entry
+	// and no leader could send it yet (one is being elected, or is still publishing it); the
+	// load is retried, and after a wait the replica compiles the module itself.
+	ReasonWaitingForLeader = "WaitingForLeader"
 )
 
 // revision is a PolicyRevision with its policy spec decoded.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -47,8 +48,18 @@ type Options struct {
 	PolicyServer string
 	// Replica is this replica's number, reported on Ready conditions and its Lease.
 	Replica int
-	// SharedCache is the directory every replica shares (an RWX volume in a cluster).
+	// SharedCache is a directory every replica shares (an RWX volume in a cluster): the
+	// leader publishes signed entries there and replicas open them in place.
 	SharedCache string
+	// SignedCache is this replica's own directory of signed entries (an emptyDir or a
+	// ReadWriteOnce volume in a cluster), instead of SharedCache: the leader publishes there,
+	// and every other replica fetches what it lacks from the leader (transfer.go) and verifies
+	// it before it keeps it. Exactly one of SharedCache and SignedCache is set.
+	SignedCache string
+	// AdvertiseAddress is the host:port other replicas reach this one's listener at (its pod
+	// IP), written on its replica Lease; without it, no replica can fetch entries from this one
+	// while it leads, and they compile for themselves.
+	AdvertiseAddress string
 	// Version names this build in the shared cache (default cache.DefaultVersion()).
 	Version string
 	// Server configures serving; Server.CacheDir is the replica's private compilation cache
@@ -73,9 +84,22 @@ type Options struct {
 	Clock                  clock.Clock
 	Logger                 logr.Logger
 
+	// leaderWait is how long a replica without a shared cache waits for a leader to fetch an
+	// entry from before it compiles the module itself (default: two Lease durations and two
+	// retries, an election and a rebuild).
+	leaderWait time.Duration
+
 	// keepLeaseOnStop leaves the leader and replica Leases held when ctx ends, as a crashed
 	// process would: tests use it to kill a replica.
 	keepLeaseOnStop bool
+}
+
+// cacheRoot is the directory of signed entries, and whether other replicas see it too.
+func (o Options) cacheRoot() (string, bool) {
+	if o.SharedCache != "" {
+		return o.SharedCache, true
+	}
+	return o.SignedCache, false
 }
 
 // DefaultQPS and DefaultBurst limit a replica's requests to its apiserver when Config sets no
@@ -89,8 +113,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Config == nil {
 		return o, errors.New("policy server lifecycle: no apiserver configuration")
 	}
-	if o.SharedCache == "" {
-		return o, errors.New("policy server lifecycle: a shared cache directory is required")
+	if (o.SharedCache == "") == (o.SignedCache == "") {
+		return o, errors.New("policy server lifecycle: exactly one of a shared cache directory and a replica's own signed cache directory is required")
+	}
+	if o.Pull.Timeout <= 0 {
+		o.Pull.Timeout = 2 * time.Minute
+	}
+	if o.Pull.MaxBytes <= 0 {
+		o.Pull.MaxBytes = pull.DefaultMaxModuleBytes
 	}
 	if o.Server.PoliciesFile != "" {
 		return o, errors.New("policy server lifecycle: policies come from PolicyRevisions, not a policies file")
@@ -121,6 +151,7 @@ func (o Options) withDefaults() (Options, error) {
 	defaultDuration(&o.RetryPeriod, 2*time.Second)
 	defaultDuration(&o.ResyncInterval, 30*time.Second)
 	defaultDuration(&o.RetryInterval, 30*time.Second)
+	defaultDuration(&o.leaderWait, 2*o.LeaseDuration+2*o.RetryInterval)
 	if o.MaxPreparationAttempts <= 0 {
 		o.MaxPreparationAttempts = 3
 	}
@@ -195,12 +226,21 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer server.Close(context.Background())
 
+	root, shared := opts.cacheRoot()
+	transfers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regent_policy_server_cache_transfers_total",
+		Help: "Signed cache entries this replica fetched from its leader, by result: verified (kept), refused (tampered, truncated or malformed: dropped and fetched again), failed (the leader could not be asked).",
+	}, []string{"result"})
+	if err := server.Registerer().Register(transfers); err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
+	}
 	rep := &replica{
 		opts: opts, number: int32(opts.Replica), server: server, reader: informers, api: api,
 		status: statusWriter{client: api, clock: opts.Clock},
-		cache:  cache.Cache{Root: opts.SharedCache, Version: opts.Version}, privateDir: opts.Server.CacheDir,
+		cache:  cache.Cache{Root: root, Version: opts.Version}, shared: shared, privateDir: opts.Server.CacheDir,
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
-		files: newPrivateFiles(opts.Server.CacheDir),
+		files: newPrivateFiles(opts.Server.CacheDir), waitingSince: map[types.UID]time.Time{},
+		transfers: transfers, transferClient: newTransferClient(),
 	}
 	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
 	ldr, err := newLeader(ctx, opts, informers, api, func() { nudge(leaderPokes) })
@@ -208,6 +248,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
 	defer ldr.close()
+	rep.leader = ldr
 
 	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
 	inf, err := informers.GetInformer(ctx, &kubewardenv1.PolicyRevision{})
@@ -247,6 +288,8 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
 	wg.Go(func() {
 		err := elect(ctx, opts, kube, func(ctx context.Context) {
+			ldr.leading.Store(true)
+			defer ldr.leading.Store(false)
 			ldr.clearStaging()
 			nudge(leaderPokes)
 			defer runBackgroundScan(ctx, opts, server)()

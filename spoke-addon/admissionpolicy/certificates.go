@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -18,7 +19,17 @@ const (
 	caKeyKey      = "ca.key"
 	signerCertKey = "signer.crt"
 	signerKeyKey  = "signer.key"
+	// transferTokenKey, in the Secret of certificates every replica reads, is what a replica
+	// proves to its leader that it may fetch signed cache entries with (policyserver/lifecycle).
+	transferTokenKey = "transfer.token"
 )
+
+// newTransferToken is a fresh random transfer token.
+func newTransferToken() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand since Go 1.24)
+	return []byte(hex.EncodeToString(b))
+}
 
 // certValidity is the life of the internal CA and the cache signer it issues. Only those use
 // it: the serving certificate has a CA of its own, rotated by sdk-go's certrotation

@@ -14,8 +14,12 @@
 // annotation rather than a spec field so the spec stays exactly Kubewarden's.
 //
 // A PolicyServer becomes a StatefulSet running `regent policy-server --lifecycle`, its Services,
-// the shared ReadWriteMany module cache, a serving certificate and the Secret holding the key the
-// leader signs cache files with, all issued by an internal CA the controller keeps. Its replicas
+// a serving certificate and the Secrets of the key the leader signs cache files with (and of the
+// token replicas fetch signed entries from the leader with), issued by an internal CA the
+// controller keeps. The signed module cache needs no ReadWriteMany storage: each replica keeps
+// its own, an emptyDir by default or a ReadWriteOnce claim per replica (cacheStorageClassName),
+// filled from the leader over TLS and verified; one shared ReadWriteMany claim is an option
+// (cacheAccessMode). The pod runs as Pod Security "restricted" asks, with a read-only root. Its replicas
 // run as a ServiceAccount (the PolicyServer's own, or the one it names) with a Role granting
 // exactly the calls a replica makes, and a ClusterRole granting reads of the kinds its
 // ClusterAdmissionPolicies list in contextAwareResources, plus can_i's SubjectAccessReviews.

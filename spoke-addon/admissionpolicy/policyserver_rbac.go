@@ -62,7 +62,7 @@ func (r *policyServerReconciler) applyRBAC(ctx context.Context, ps *kubewardenv1
 // ClusterRole, and their bindings, all owned by the PolicyServer: it is cluster-scoped, so the
 // garbage collector removes even the cluster-scoped ones with it, and no finalizer is needed.
 func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubewardenv1.PolicyServer) ([]schema.GroupResource, []string, error) {
-	labels := map[string]string{"app.kubernetes.io/name": "regent-policy-server", kubewardenv1.PolicyServerLabel: ps.Name}
+	labels := map[string]string{AppNameLabel: AppName, kubewardenv1.PolicyServerLabel: ps.Name}
 	name := serverObjectName(ps.Name)
 	sa := serviceAccountOf(ps)
 	if sa == serviceAccountName(ps.Name) {

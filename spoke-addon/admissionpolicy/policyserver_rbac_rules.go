@@ -81,7 +81,8 @@ func replicaLeaseNames(ps string, replicas int32, existing []string) []string {
 // key is in another Secret, leaderRules'), the leader and every replica read that Secret and
 // write revision status after a fresh get, leader election
 // gets, creates and updates the leader Lease, and each replica gets, creates, updates and, when
-// it stops, deletes its own Lease. Lease creation cannot be limited by resourceNames (the name
+// it stops, deletes its own Lease; a replica without a shared cache also gets the leader Lease
+// and the leader's replica Lease to find where to fetch signed entries (both named here). Lease creation cannot be limited by resourceNames (the name
 // is not known to the authorizer before the object exists), so it is the one unnamed write.
 func replicaRules(ps string, replicaLeases []string) []rbacv1.PolicyRule {
 	group := kubewardenv1.GroupVersion.Group

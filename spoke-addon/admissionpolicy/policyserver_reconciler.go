@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
@@ -30,9 +29,6 @@ func signingSecretName(ps string) string { return serverObjectName(ps) + "-signi
 func servingSecretName(ps string) string { return serverObjectName(ps) + "-tls" }
 func headlessName(ps string) string      { return serverObjectName(ps) + "-replicas" }
 func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache" }
-
-// cacheSize is what the module cache claims; precompiled modules are a few MB each.
-var cacheSize = resource.MustParse("1Gi")
 
 // policyServerReconciler turns a PolicyServer into its StatefulSet, Services, NetworkPolicy,
 // cache claim, Secrets, ServiceAccount and RBAC, all owned by it so deleting it removes them.
@@ -97,7 +93,7 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		return err
 	}
 	name := serverObjectName(ps.Name)
-	selector := map[string]string{"app.kubernetes.io/name": "regent-policy-server", kubewardenv1.PolicyServerLabel: ps.Name}
+	selector := map[string]string{AppNameLabel: AppName, kubewardenv1.PolicyServerLabel: ps.Name}
 	port := corev1.ServicePort{Name: "https", Port: ServicePort, TargetPort: intstr.FromInt32(ServicePort), Protocol: corev1.ProtocolTCP}
 	metricsPort := corev1.ServicePort{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP}
 
@@ -121,15 +117,11 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	}); err != nil {
 		return err
 	}
-	if err := r.ensure(ctx, ps, &corev1.PersistentVolumeClaim{ObjectMeta: r.meta(cacheClaimName(ps.Name), selector)}, func(o client.Object) {
-		c := o.(*corev1.PersistentVolumeClaim)
-		if !c.CreationTimestamp.IsZero() {
-			return // a claim's spec is immutable once bound
-		}
-		c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
-		c.Spec.StorageClassName = ps.Spec.CacheStorageClassName
-		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: cacheSize}
-	}); err != nil {
+	if err := r.applyCacheClaim(ctx, ps, selector); err != nil {
+		return err
+	}
+	claims := cacheClaimTemplates(ps, selector)
+	if err := r.replaceForClaims(ctx, name, claims); err != nil {
 		return err
 	}
 	return r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
@@ -140,48 +132,16 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 		s.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
 		s.Spec.Template = statefulSetPod(ps, r.namespace, selector)
+		s.Spec.VolumeClaimTemplates = claims
 	})
 }
 
-// statefulSetPod runs `regent policy-server --lifecycle`: the replica number comes from the pod's
-// hostname (<statefulset>-<n>), the cache from the shared claim.
-func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: serviceAccountOf(ps),
-			Containers: []corev1.Container{{
-				Name: "policy-server", Image: ps.Spec.Image,
-				Command: []string{"regent"},
-				Args: []string{"policy-server", "--lifecycle",
-					"--policy-server=" + ps.Name, "--namespace=" + namespace,
-					"--replica-from-hostname", "--shared-cache=/cache",
-					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-addr=:%d", MetricsPort),
-					"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
-				Ports: []corev1.ContainerPort{
-					{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP},
-					{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
-				},
-				Resources: podResources(ps),
-				// Ready once every revision a webhook calls is loaded (a newer one that fails is a
-				// condition on its revision, never unreadiness), so the Service only sends requests
-				// to a replica that can answer for every generation a webhook names.
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/readyz", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}},
-				LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/livez", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "cache", MountPath: "/cache"},
-					{Name: "tls", MountPath: "/tls", ReadOnly: true},
-				},
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cacheClaimName(ps.Name)}}},
-				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: servingSecretName(ps.Name)}}},
-			},
-		},
-	}
-}
+// AppNameLabel = AppName marks every PolicyServer's pods and Services, whatever its name: what a
+// monitor (deploy/monitoring) selects them by.
+const (
+	AppNameLabel = "app.kubernetes.io/name"
+	AppName      = "regent-policy-server"
+)
 
 func (r *policyServerReconciler) meta(name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: labels}

@@ -40,7 +40,7 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 		t.Errorf("StatefulSet spec = %+v", sts.Spec)
 	}
 	for _, arg := range []string{"policy-server", "--lifecycle", "--policy-server=default", "--namespace=" + testNamespace,
-		"--replica-from-hostname", "--shared-cache=/cache"} {
+		"--replica-from-hostname", "--signed-cache=/cache", "--advertise-address=$(POD_IP)"} {
 		if !slices.Contains(pod.Containers[0].Args, arg) {
 			t.Errorf("args %v lack %s", pod.Containers[0].Args, arg)
 		}
@@ -51,11 +51,6 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 	})
 	if svc.Spec.Ports[0].Port != ServicePort || headless.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("services: %+v / %+v", svc.Spec, headless.Spec)
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	eventually(t, "cache claim", func() bool { return get(pvc, "regent-policy-server-default-cache") })
-	if !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}) {
-		t.Errorf("cache access modes = %v", pvc.Spec.AccessModes)
 	}
 
 	signing, serving := &corev1.Secret{}, &corev1.Secret{}
@@ -80,6 +75,9 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 		}
 	}
 	verify("signer.crt", signing.Data["signer.crt"], x509.ExtKeyUsageCodeSigning)
+	if len(signing.Data["transfer.token"]) < 32 {
+		t.Errorf("signing Secret has no transfer token for replicas to fetch entries from the leader with: %v", signing.Data)
+	}
 	bundle := &corev1.ConfigMap{}
 	eventually(t, "CA bundle", func() bool { return get(bundle, "regent-policy-server-default-ca-bundle") })
 	roots = x509.NewCertPool()
@@ -92,7 +90,7 @@ func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) 
 	if len(key.Data["signer.key"]) == 0 || signing.Data["signer.key"] != nil || signing.Type != corev1.SecretTypeOpaque {
 		t.Errorf("signing Secrets: type %s, keys %d, the key's %d: want the key apart", signing.Type, len(signing.Data), len(key.Data))
 	}
-	for _, o := range []client.Object{sts, svc, headless, pvc, signing, serving, bundle} {
+	for _, o := range []client.Object{sts, svc, headless, signing, serving, bundle} {
 		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != ps.UID {
 			t.Errorf("%T %s owners = %v, want the PolicyServer", o, o.GetName(), refs)
 		}

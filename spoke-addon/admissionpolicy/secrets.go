@@ -54,9 +54,31 @@ func (r *policyServerReconciler) applySecrets(ctx context.Context, ps *kubewarde
 			return err
 		}
 		if err := r.createSecret(ctx, ps, signingSecretName(ps.Name), corev1.SecretTypeOpaque,
-			map[string][]byte{caCertKey: ca.cert, signerCertKey: signer.cert}, true); err != nil {
+			map[string][]byte{caCertKey: ca.cert, signerCertKey: signer.cert, transferTokenKey: newTransferToken()}, true); err != nil {
 			return err
 		}
+		return nil
+	}
+	return r.ensureTransferToken(ctx, ps)
+}
+
+// ensureTransferToken adds the transfer token to a signing Secret issued before replicas
+// fetched cache entries from their leader.
+func (r *policyServerReconciler) ensureTransferToken(ctx context.Context, ps *kubewardenv1.PolicyServer) error {
+	s := &corev1.Secret{}
+	if err := r.nsReader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: signingSecretName(ps.Name)}, s); err != nil {
+		return fmt.Errorf("read signing Secret: %w", err)
+	}
+	if len(s.Data[transferTokenKey]) > 0 {
+		return nil
+	}
+	s = s.DeepCopy()
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	s.Data[transferTokenKey] = newTransferToken()
+	if err := r.client.Update(ctx, s); err != nil {
+		return fmt.Errorf("add the transfer token to Secret %s: %w", s.Name, err)
 	}
 	return nil
 }

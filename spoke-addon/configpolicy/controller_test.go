@@ -40,6 +40,8 @@ func TestConfigurationPolicy(t *testing.T) {
 	hub := fleettest.Hub(t)
 	c, log := startController(t, hub.Config, Options{})
 
+	t.Run("GovernanceInfoFollowsCompliance", func(t *testing.T) { testGovernanceInfoFollowsCompliance(t, c) })
+
 	t.Run("MustHave_Inform_ReportsMissingThenFollowsTheObjectThroughWatches", func(t *testing.T) {
 		namespace(t, c, "inform-musthave", nil)
 		apply(t, c, policyYAML("inform-musthave", "cm", "inform", `

@@ -52,14 +52,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	want := desired(hub)
 	if apierrors.IsNotFound(localErr) {
+		if !acknowledged(hub) {
+			// Not (yet) the hub's: its status write, or the propagator's deletion of a planted
+			// one, brings it back here.
+			return reconcile.Result{}, nil
+		}
 		if err := r.Local.Create(ctx, want); err != nil {
 			return reconcile.Result{}, fmt.Errorf("create %s: %w", req, err)
 		}
 		writes.WithLabelValues("create").Inc()
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.copyRolloutStatus(ctx, want, hub)
 	}
 	if inSync(local, want) {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.copyRolloutStatus(ctx, local, hub)
 	}
 	local.Spec = want.Spec
 	if local.Labels == nil {
@@ -74,11 +79,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("update %s: %w", req, err)
 	}
 	writes.WithLabelValues("update").Inc()
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.copyRolloutStatus(ctx, local, hub)
 }
 
-// SetupWithManager watches the hub's policies and the managed cluster's copies, so an edit on
-// either side brings the copy back to the hub's version.
+// SetupWithManager watches the hub's policies (their rollout status included) and the managed
+// cluster's copies, so an edit on either side brings the copy back to the hub's version.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster, clusterName string) error {
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == clusterName })
 	return ctrl.NewControllerManagedBy(mgr).

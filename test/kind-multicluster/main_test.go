@@ -24,9 +24,21 @@ import (
 var regentBin string
 
 func TestMain(m *testing.M) {
+	where, err := target()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "regent-e2e-bin-")
 	if err != nil {
 		panic(err)
+	}
+	if where == "kind" {
+		if tools, err = kindSetup(context.Background(), dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.RemoveAll(dir)
+			os.Exit(2)
+		}
 	}
 	regentBin = filepath.Join(dir, "regent")
 	build := exec.Command("go", "build", "-o", regentBin, "regent.dev/regent/cmd/regent")
@@ -61,6 +73,9 @@ func deploy(t testing.TB, clusters ...fleet.ClusterSpec) *env {
 // number of replicas as processes, and points the addon's webhooks at them.
 func deployWithPolicyServers(t testing.TB, replicas int, clusters ...fleet.ClusterSpec) *env {
 	t.Helper()
+	if kindMode() {
+		return deployKind(t, replicas, clusters...)
+	}
 	f := fleettest.Start(t, fleet.Options{Managed: clusters})
 	e := &env{fleet: f, hub: newClient(t, f.Hub), local: map[string]client.Client{}, addons: map[string]*fleet.Process{},
 		policyServers: map[string]*quickstart.LocalPolicyServer{}}

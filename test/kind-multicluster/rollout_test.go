@@ -148,7 +148,7 @@ spec: {clusterSet: e2e}`, placementYAML)
 	t.Run("DependentTemplateWaitsForItsDependency", func(t *testing.T) {
 		e.apply(t, policyYAML("gate", "type: All", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gate, namespace: gate-ns}", "")...)
 		e.apply(t, policyYAML("gated", "type: All", "apiVersion: v1\nkind: Namespace\nmetadata: {name: e2e-gated}",
-			"  dependencies:\n  - {kind: Policy, name: gate, compliance: Compliant}")...)
+			"  dependencies:\n  - {apiVersion: policy.open-cluster-management.io/v1, kind: Policy, name: gate, compliance: Compliant}")...)
 		eventually(t, time.Minute, func() (bool, string) {
 			r := e.replica(t, "dev1", "gated")
 			return r != nil && r.Status.ComplianceState == policyv1.Pending, fmt.Sprintf("gated replica %v", r)

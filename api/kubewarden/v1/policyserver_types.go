@@ -23,9 +23,19 @@ type PolicyServerSpec struct {
 	// ServiceAccountName runs the policy server pods.
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
-	// CacheStorageClassName provisions the shared, ReadWriteMany module cache.
+	// CacheStorageClassName (a Regent field) provisions the signed module cache on volumes of
+	// this class: one ReadWriteOnce claim per replica, or with cacheAccessMode ReadWriteMany
+	// one claim every replica shares. Unset, each replica keeps its cache in an emptyDir and
+	// fetches what it lacks from the leader when its pod is replaced.
 	// +optional
 	CacheStorageClassName *string `json:"cacheStorageClassName,omitempty"`
+	// CacheAccessMode (a Regent field) is ReadWriteOnce, the default: every replica keeps its
+	// own signed cache and fetches the leader's entries over TLS, verifying them. ReadWriteMany
+	// shares one claim (of cacheStorageClassName, or the cluster's default class) between the
+	// replicas: the leader publishes there and no replica fetches.
+	// +kubebuilder:validation:Enum=ReadWriteOnce;ReadWriteMany
+	// +optional
+	CacheAccessMode corev1.PersistentVolumeAccessMode `json:"cacheAccessMode,omitempty"`
 	// Limits caps the policy server container's compute resources, as in Kubewarden. A
 	// resource named in neither limits nor requests gets Regent's default (cpu 2, memory
 	// 1Gi); one with only a request here gets no default limit below that request.

@@ -139,6 +139,9 @@ subjects: [{apiGroup: policy.open-cluster-management.io, kind: Policy, name: x}]
 		}
 	})
 
+	t.Run("RootNameMustFitTheRootPolicyLabel", func(t *testing.T) { rootNameMustFitTheLabel(ctx, t, c) })
+	t.Run("DependenciesAreAcceptedAndRefusedAsOnOCM", func(t *testing.T) { dependenciesAsOnOCM(ctx, t, c) })
+
 	t.Run("InvalidPoliciesAreRejectedNamingTheField", func(t *testing.T) {
 		for _, tc := range []struct{ name, spec, field string }{
 			{"unknown-remediation", "spec:\n  remediationAction: fix", "spec.remediationAction"},

@@ -88,6 +88,13 @@ type PolicyTemplate struct {
 }
 
 // PolicyDependency names an object whose compliance must match before a template is applied.
+// The rules are OCM's: apiVersion, kind, name and compliance are required, and a
+// ConfigurationPolicy or CertificatePolicy is always looked up in the cluster namespace of the
+// policy on the managed cluster, so it takes no namespace. Other kinds may name one; a Policy
+// without one is looked up in the dependant's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.apiVersion)",message="apiVersion is required"
+// +kubebuilder:validation:XValidation:rule="has(self.kind)",message="kind is required"
+// +kubebuilder:validation:XValidation:rule="!has(self.kind) || !(self.kind in ['ConfigurationPolicy', 'CertificatePolicy']) || !has(self.namespace) || size(self.namespace) == 0",message="namespace must be empty for a ConfigurationPolicy or CertificatePolicy dependency: it is looked up in the cluster namespace"
 type PolicyDependency struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -102,9 +109,7 @@ type PolicyDependency struct {
 
 	// Compliance the object must have.
 	// +kubebuilder:validation:Enum=Compliant;Pending;NonCompliant
-	// +kubebuilder:default=Compliant
-	// +optional
-	Compliance ComplianceState `json:"compliance,omitempty"`
+	Compliance ComplianceState `json:"compliance"`
 }
 
 // PolicyStatus is what the hub and the managed cluster observe of a Policy.
@@ -147,6 +152,9 @@ type PolicyStatus struct {
 type Placement struct {
 	// +optional
 	PlacementBinding string `json:"placementBinding,omitempty"`
+	// PlacementRule (deprecated: bind a Placement instead) is the PlacementRule
+	// (apps.open-cluster-management.io/v1) the binding refers to; its decisions select clusters
+	// as one decision group.
 	// +optional
 	PlacementRule string `json:"placementRule,omitempty"`
 	// +optional

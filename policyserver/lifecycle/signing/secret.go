@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"fmt"
 	"math/big"
 	"time"
@@ -18,10 +19,21 @@ const (
 	CAKey     = "ca.crt"
 	CertKey   = "signer.crt"
 	SignerKey = "signer.key"
+	// TransferTokenKey is a random secret every replica reads with the certificates: a
+	// replica proves with it that it may fetch signed cache entries from the leader
+	// (NewTransferToken).
+	TransferTokenKey = "transfer.token"
 )
 
+// NewTransferToken is a fresh value for TransferTokenKey.
+func NewTransferToken() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return []byte(hex.EncodeToString(b))
+}
+
 // SecretName is the Secret holding what every replica verifies with: the signing CA's and the
-// signer's certificates (ca.crt, signer.crt), no key.
+// signer's certificates (ca.crt, signer.crt), no key; and the transfer token (transfer.token).
 func SecretName(policyServer string) string {
 	return "regent-policy-server-" + policyServer + "-signing"
 }
@@ -32,7 +44,8 @@ func KeySecretName(policyServer string) string { return SecretName(policyServer)
 
 // SplitSecretData parts NewSecretData's data into the public Secret's and the key Secret's.
 func SplitSecretData(data map[string][]byte) (public, key map[string][]byte) {
-	return map[string][]byte{CAKey: data[CAKey], CertKey: data[CertKey]}, map[string][]byte{SignerKey: data[SignerKey]}
+	return map[string][]byte{CAKey: data[CAKey], CertKey: data[CertKey], TransferTokenKey: data[TransferTokenKey]},
+		map[string][]byte{SignerKey: data[SignerKey]}
 }
 
 // NewSecretData makes a CA and a signing certificate and key issued by it, valid for validity
@@ -86,7 +99,7 @@ func NewSecretData(policyServer string, now time.Time, validity time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{CAKey: caPEM, CertKey: certPEM, SignerKey: keyPEM}, nil
+	return map[string][]byte{CAKey: caPEM, CertKey: certPEM, SignerKey: keyPEM, TransferTokenKey: NewTransferToken()}, nil
 }
 
 func serial() *big.Int {

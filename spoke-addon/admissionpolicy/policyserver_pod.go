@@ -1,0 +1,200 @@
+package admissionpolicy
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+)
+
+// Where a policy server pod keeps things. The signed cache is the volume "cache"; the private
+// compilation cache (with the leader's beside it) and /tmp are emptyDirs, so the root
+// filesystem stays read-only.
+const (
+	cacheVolume = "cache"
+	cacheMount  = "/cache"
+	workMount   = "/var/lib/regent"
+	// policyServerUID is the image's non-root user (the image package's NonRootUID); the
+	// pod's fsGroup, so the user can write a freshly provisioned cache volume.
+	policyServerUID = 65532
+)
+
+// cacheSize is what the module cache claims, or an emptyDir may hold; precompiled modules are a
+// few MB each.
+var cacheSize = resource.MustParse("1Gi")
+
+// sharedCache: the PolicyServer asks for one ReadWriteMany claim every replica mounts.
+func sharedCache(ps *kubewardenv1.PolicyServer) bool {
+	return ps.Spec.CacheAccessMode == corev1.ReadWriteMany
+}
+
+// applyCacheClaim keeps the shared claim of a ReadWriteMany cache, and removes one a
+// PolicyServer no longer asks for (replicas still mounting it keep it until they are replaced:
+// the claim is protected while in use).
+func (r *policyServerReconciler) applyCacheClaim(ctx context.Context, ps *kubewardenv1.PolicyServer, labels map[string]string) error {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: r.meta(cacheClaimName(ps.Name), labels)}
+	if !sharedCache(ps) {
+		err := r.nsReader.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(claim, ps)) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read cache claim: %w", err)
+		}
+		if err := r.client.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete the shared cache claim no longer used: %w", err)
+		}
+		return nil
+	}
+	return r.ensure(ctx, ps, claim, func(o client.Object) {
+		c := o.(*corev1.PersistentVolumeClaim)
+		if !c.CreationTimestamp.IsZero() {
+			return // a claim's spec is immutable once bound
+		}
+		c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		c.Spec.StorageClassName = ps.Spec.CacheStorageClassName
+		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: cacheSize}
+	})
+}
+
+// cacheClaimTemplates is the per-replica ReadWriteOnce claim of a cache with a storage class,
+// none otherwise.
+func cacheClaimTemplates(ps *kubewardenv1.PolicyServer, labels map[string]string) []corev1.PersistentVolumeClaim {
+	if sharedCache(ps) || ps.Spec.CacheStorageClassName == nil {
+		return nil
+	}
+	return []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: cacheVolume, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ps.Spec.CacheStorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: cacheSize}},
+		},
+	}}
+}
+
+// replaceForClaims deletes the StatefulSet when its claim templates are not the ones wanted:
+// the apiserver refuses to change them. The pods are orphaned, not deleted, so they keep
+// serving until the StatefulSet created next adopts and replaces them one by one.
+func (r *policyServerReconciler) replaceForClaims(ctx context.Context, name string, claims []corev1.PersistentVolumeClaim) error {
+	existing := &appsv1.StatefulSet{}
+	err := r.nsReader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: name}, existing)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read StatefulSet %s: %w", name, err)
+	}
+	if sameClaims(existing.Spec.VolumeClaimTemplates, claims) {
+		return nil
+	}
+	if err := r.client.Delete(ctx, existing, client.PropagationPolicy(metav1.DeletePropagationOrphan)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("replace StatefulSet %s for its new cache claims: %w", name, err)
+	}
+	return fmt.Errorf("StatefulSet %s deleted, its pods kept, to change its cache claims; it is created again next", name)
+}
+
+// sameClaims compares what the controller sets in claim templates (the apiserver defaults more).
+func sameClaims(have, want []corev1.PersistentVolumeClaim) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range have {
+		h, w := have[i], want[i]
+		if h.Name != w.Name || !equality.Semantic.DeepEqual(h.Spec.AccessModes, w.Spec.AccessModes) ||
+			ptr.Deref(h.Spec.StorageClassName, "") != ptr.Deref(w.Spec.StorageClassName, "") {
+			return false
+		}
+	}
+	return true
+}
+
+// statefulSetPod runs `regent policy-server --lifecycle`: the replica number comes from the
+// pod's hostname (<statefulset>-<n>), the address other replicas fetch cache entries from is
+// the pod IP, and the signed cache is the shared claim, the replica's own claim, or an emptyDir.
+// It runs as the image's non-root user with a read-only root filesystem (Pod Security
+// "restricted"), on the ServiceAccount token the replica reads the API with.
+func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
+	cacheFlag := "--signed-cache=" + cacheMount
+	if sharedCache(ps) {
+		cacheFlag = "--shared-cache=" + cacheMount
+	}
+	https := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}
+	volumes := []corev1.Volume{
+		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: servingSecretName(ps.Name)}}},
+		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	switch {
+	case sharedCache(ps):
+		volumes = append(volumes, corev1.Volume{Name: cacheVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cacheClaimName(ps.Name)}}})
+	case ps.Spec.CacheStorageClassName == nil:
+		volumes = append(volumes, corev1.Volume{Name: cacheVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(cacheSize.DeepCopy())}}})
+	default:
+		// The StatefulSet's claim template "cache" gives each replica its own volume.
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: serviceAccountOf(ps),
+			// The replica reads revisions and Leases with this token: mounted whatever the
+			// ServiceAccount says.
+			AutomountServiceAccountToken: ptr.To(true),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](policyServerUID), RunAsGroup: ptr.To[int64](policyServerUID),
+				FSGroup:        ptr.To[int64](policyServerUID),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "policy-server", Image: ps.Spec.Image,
+				Command: []string{"regent"},
+				Args: []string{"policy-server", "--lifecycle",
+					"--policy-server=" + ps.Name, "--namespace=" + namespace,
+					"--replica-from-hostname", cacheFlag, "--cache-dir=" + workMount + "/private",
+					"--advertise-address=$(POD_IP)",
+					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+					"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
+				Ports: []corev1.ContainerPort{
+					{Name: "https", ContainerPort: ServicePort, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+				},
+				Resources: podResources(ps),
+				// The listener starts once the replica has read its revisions from the API:
+				// the startup probe gives that (and a slow apiserver) up to two minutes before
+				// liveness may restart the container.
+				StartupProbe: &corev1.Probe{ProbeHandler: https, PeriodSeconds: 2, FailureThreshold: 60},
+				// Ready once every revision a webhook calls is loaded (a newer one that fails is a
+				// condition on its revision, never unreadiness), so the Service only sends requests
+				// to a replica that can answer for every generation a webhook names.
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/readyz", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 5},
+				LivenessProbe: &corev1.Probe{ProbeHandler: https},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: cacheVolume, MountPath: cacheMount},
+					{Name: "tls", MountPath: "/tls", ReadOnly: true},
+					{Name: "work", MountPath: workMount},
+					{Name: "tmp", MountPath: "/tmp"},
+				},
+			}},
+			Volumes: volumes,
+		},
+	}
+}

@@ -1,0 +1,41 @@
+package spokeaddon_test
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+// plantedReplicaNeverReachesTheCluster: someone allowed to write Policies in the cluster
+// namespace on the hub creates default.fake with OCM's replica labels. The hub's propagator
+// deletes it (it has no root); until then the addon must not apply it, since an enforced template
+// would change the cluster at once. The addon copies only what the propagator acknowledged.
+func (s *suite) plantedReplicaNeverReachesTheCluster(t *testing.T) {
+	ctx := context.Background()
+	fake := s.replica(t, "fake", func(p *policyv1.Policy) { p.Spec.RemediationAction = policyv1.Enforce })
+	if err := s.hub.Create(ctx, fake); err != nil {
+		t.Fatal(err)
+	}
+	// A replica the hub writes after it: once its copy is here, the addon has seen the fake too.
+	later := s.createReplica(t, "after-fake", nil)
+	s.localPolicy(t, later.Name, func(*policyv1.Policy) (bool, string) { return true, "" })
+	err := s.local.Get(ctx, types.NamespacedName{Namespace: fake.Namespace, Name: fake.Name}, &policyv1.Policy{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the planted replica reached the managed cluster (get: %v)", err)
+	}
+	s.templateExists(t, "fake-cfg", false)
+
+	// What the addon waits for is the propagator's acknowledgement, not time: with it, it comes.
+	acknowledge(t, s.hub, fake)
+	s.localPolicy(t, fake.Name, func(l *policyv1.Policy) (bool, string) {
+		return l.Spec.RemediationAction == policyv1.Enforce, "acknowledged replica copied"
+	})
+	if err := s.hub.Delete(ctx, fake); err != nil {
+		t.Fatal(err)
+	}
+	s.localGone(t, fake.Name)
+}
