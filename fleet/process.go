@@ -25,7 +25,19 @@ type Process struct {
 // StartProcess runs bin with args, its output in <fleet>/logs/<name>.log, tied to this process
 // by the parent-death signal and stopped by Stop.
 func (f *Fleet) StartProcess(name, bin string, args ...string) (*Process, error) {
-	logDir := filepath.Join(f.Dir, "logs")
+	p, err := startProcess(filepath.Join(f.Dir, "logs"), name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.extra = append(f.extra, p)
+	f.mu.Unlock()
+	return p, nil
+}
+
+// startProcess runs bin with args, its output in logDir/<name>.log, tied to this process by the
+// parent-death signal.
+func startProcess(logDir, name, bin string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -42,9 +54,6 @@ func (f *Fleet) StartProcess(name, bin string, args ...string) (*Process, error)
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = p.cmd.Wait(); out.Close(); close(p.done) }()
-	f.mu.Lock()
-	f.extra = append(f.extra, p)
-	f.mu.Unlock()
 	return p, nil
 }
 

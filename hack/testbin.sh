@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries the local fleet runs — kube-apiserver, kube-controller-manager, etcd, OCM's
 # placement controller and, for a real node, kubenode (kubelet + kube-scheduler + kube-proxy) —
-# and OPA's own server (the placement API's differential tests compare against it) from the Go module proxy, because no release binaries can be downloaded here. Each
-# lands in a versioned cache folder and is never rebuilt once there.
+# and OPA's own server (the placement API's differential tests compare against it) from the Go
+# module proxy, because no release binaries can be downloaded here. Each lands in a versioned
+# cache folder and is never rebuilt once there.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.35.4}
