@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,11 +29,14 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir holds the cluster's data, certificates and logs.
 	Dir string
+	// Node is the cluster's real node, when its ClusterSpec asked for one.
+	Node *Node
 
-	env  *envtest.Environment
-	kcm  *exec.Cmd
-	done chan struct{}
-	once sync.Once
+	env     *envtest.Environment
+	serving servingOptions
+	kcm     *exec.Cmd
+	done    chan struct{}
+	once    sync.Once
 }
 
 // EtcdURL is the client URL of the cluster's etcd: benchmarks read its /metrics for the bytes
@@ -46,8 +50,8 @@ func (c *Cluster) EtcdURL() string {
 
 // startCluster runs etcd and kube-apiserver (through envtest, with parent-death wrappers), installs
 // crds, writes an admin kubeconfig and starts kube-controller-manager.
-func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
-	c := &Cluster{Name: name, Dir: dir}
+func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition, serving servingOptions) (*Cluster, error) {
+	c := &Cluster{Name: name, Dir: dir, serving: serving}
 	for _, sub := range []string{"etcd", "certs", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, err
@@ -74,6 +78,9 @@ func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds [
 			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd"), Out: etcdLog, Err: etcdLog},
 			APIServer: &envtest.APIServer{CertDir: filepath.Join(dir, "certs"), Out: apiLog, Err: apiLog},
 		},
+	}
+	if err := serving.apply(c.env.ControlPlane.APIServer); err != nil {
+		return nil, fmt.Errorf("%s apiserver serving: %w", name, err)
 	}
 	cfg, err := c.env.Start()
 	if err != nil {
@@ -111,14 +118,18 @@ func (c *Cluster) startControllerManager(binDir string) error {
 	if err != nil {
 		return err
 	}
-	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"),
-		"--kubeconfig="+c.Kubeconfig,
+	args := []string{
+		"--kubeconfig=" + c.Kubeconfig,
 		"--controllers=garbagecollector,namespace",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=5",
 		"--concurrent-namespace-syncs=5",
-	)
+	}
+	if c.serving.pods {
+		args = append(args, c.serving.podControllerArgs(c.env.ControlPlane.APIServer.CertDir)...)
+	}
+	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"), args...)
 	c.kcm.Stdout, c.kcm.Stderr = out, out
 	c.kcm.SysProcAttr = deathSignal()
 	if err := c.kcm.Start(); err != nil {
@@ -134,10 +145,16 @@ func (c *Cluster) startControllerManager(binDir string) error {
 	return nil
 }
 
-// stop ends kube-controller-manager, then kube-apiserver and etcd.
+// stop ends the node (its pods removed from the host), kube-controller-manager, then
+// kube-apiserver and etcd.
 func (c *Cluster) stop() error {
 	var err error
 	c.once.Do(func() {
+		var nodeErr error
+		if c.Node != nil {
+			nodeErr = c.Node.stop()
+		}
+		defer func() { err = errors.Join(nodeErr, err) }()
 		if c.kcm != nil && c.kcm.Process != nil {
 			_ = c.kcm.Process.Signal(syscall.SIGTERM)
 			select {

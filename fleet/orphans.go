@@ -88,6 +88,7 @@ func SweepOrphans(dir string) {
 			continue
 		}
 		killUsers(root)
+		sweepNodes(root) // a real node's containers, mounts, cgroups and rules outlive its processes
 		_ = os.RemoveAll(root)
 	}
 }

@@ -1,0 +1,193 @@
+package fleet
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// nodeStateFile records, before a node creates anything outside its folder, what cleanup must
+// remove: a fleet that is SIGKILLed runs no Stop, and the next fleet's sweep reads this file.
+const nodeStateFile = "node.json"
+
+// bridgeMarker in a fleet root says the fleet created the pod bridge.
+const bridgeMarker = "bridge"
+
+type nodeState struct {
+	// CgroupRoot is the node's cgroup (relative to each hierarchy) every pod runs under.
+	CgroupRoot string `json:"cgroupRoot"`
+	// Kubenode is the binary whose `kube-proxy --cleanup` removes the Service rules.
+	Kubenode string `json:"kubenode"`
+}
+
+const cgroupMount = "/sys/fs/cgroup"
+
+// cleanupNode removes what a node left in dir and on the host, whether it stopped or died:
+// containers (every process in the node's cgroups), containerd and its shims, mounts under dir
+// (rootfs, netns, volumes), the cgroups, and kube-proxy's iptables rules. Pods' veths go with
+// their network namespaces. It runs only when dir holds a node state file.
+func cleanupNode(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, nodeStateFile))
+	if err != nil {
+		return nil
+	}
+	var st nodeState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("node state %s: %w", dir, err)
+	}
+	var errs []error
+	if err := killCgroupProcesses(st.CgroupRoot); err != nil {
+		errs = append(errs, err)
+	}
+	killUsers(dir) // containerd and its shims name the node's socket
+	errs = append(errs, unmountUnder(dir), removeCgroups(st.CgroupRoot))
+	if st.Kubenode != "" {
+		if out, err := exec.Command(st.Kubenode, "kube-proxy", "--cleanup").CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, tail(out)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupDirs are the node's cgroup folders in every mounted hierarchy (v1 controllers, the
+// unified one), deepest first.
+func cgroupDirs(root string) []string {
+	if root == "" || strings.Contains(root, "..") {
+		return nil
+	}
+	var dirs []string
+	hierarchies, _ := os.ReadDir(cgroupMount)
+	for _, h := range hierarchies {
+		base := filepath.Join(cgroupMount, h.Name(), root)
+		_ = filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+	}
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	return dirs
+}
+
+// killCgroupProcesses SIGKILLs every process in the node's cgroups until none is left: the
+// containers, which no parent-death signal reaches (their shims are daemons).
+func killCgroupProcesses(root string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		alive := 0
+		for _, d := range cgroupDirs(root) {
+			procs, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(procs)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+					alive++
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		if alive == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes still in cgroup %s", alive, root)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func removeCgroups(root string) error {
+	var errs []error
+	for _, d := range cgroupDirs(root) {
+		var err error
+		for range 50 { // a cgroup whose last process just died can be busy for a moment
+			if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unmountUnder detaches every mount below dir, deepest first, so removing dir deletes only the
+// node's own files (never through a mount into an image's layers or a volume).
+func unmountUnder(dir string) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		if p := unescapeMount(fields[4]); strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// sweepNodes cleans what a dead fleet's nodes and pod bridge left on the host.
+func sweepNodes(root string) {
+	states, _ := filepath.Glob(filepath.Join(root, "*", "node", nodeStateFile))
+	for _, s := range states {
+		_ = cleanupNode(filepath.Dir(s))
+	}
+	if _, err := os.Stat(filepath.Join(root, bridgeMarker)); err == nil {
+		_ = deleteBridge()
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
