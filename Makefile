@@ -18,12 +18,33 @@ OCM_API_CRDS := cluster/v1/0000_00_clusters.open-cluster-management.io_managedcl
 # pinned github.com/openreports/reports-api module; they are installed with Regent's own.
 OPENREPORTS_CRDS := openreports.io_reports.yaml openreports.io_clusterreports.yaml
 
-.PHONY: all build generate verify-generate testbin test quickstart fmt vet
+# The release version: version/VERSION, which the binary embeds and the image is tagged with.
+VERSION := $(shell cat version/VERSION)
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+# Every timestamp in the image is the last commit's, so the same source gives the same digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_REPO ?= ghcr.io/regent-dev/regent
+IMAGE ?= $(IMAGE_REPO):$(VERSION)
+IMAGE_SOURCE ?= https://github.com/regent-dev/regent
+GOARCH ?= $(shell go env GOARCH)
+
+.PHONY: all build image generate verify-generate testbin test quickstart fmt vet
 
 all: build
 
 build:
 	go build -o $(BIN)/regent ./cmd/regent
+
+# A static linux binary, reproducible (-trimpath, no VCS stamp: the revision comes from -X), put
+# into an OCI image with no container engine: bin/regent-oci (an OCI layout, for crane push) and
+# bin/regent-image.tar (a docker-save archive, for ctr images import / docker load). Prints the
+# digest; README says how to push it.
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build -trimpath -buildvcs=false \
+	  -ldflags '-s -w -X regent.dev/regent/version.Revision=$(REVISION)' -o $(BIN)/linux-$(GOARCH)/regent ./cmd/regent
+	go run ./cmd/regent-image --binary $(BIN)/linux-$(GOARCH)/regent --arch $(GOARCH) --ref $(IMAGE) \
+	  --version $(VERSION) --revision $(REVISION) --source $(IMAGE_SOURCE) --created $(SOURCE_DATE_EPOCH) \
+	  --layout $(BIN)/regent-oci --tarball $(BIN)/regent-image.tar
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -6,10 +6,12 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	regentversion "regent.dev/regent/version"
 )
 
-// version is what the binary knows of its own build: the module version (a tag, or "(devel)"
-// for a local build), the VCS revision and whether the tree was modified, and the Go version.
+// version is what the binary knows of its own build: the release (the VERSION file the image is
+// tagged with), the VCS revision and whether the tree was modified, and the Go version.
 type version struct {
 	Version   string `json:"version"`
 	Revision  string `json:"revision,omitempty"`
@@ -18,15 +20,18 @@ type version struct {
 }
 
 func currentVersion() version {
+	v := version{Version: regentversion.Version(), Revision: regentversion.Revision}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return version{Version: "unknown"}
+		return v
 	}
-	v := version{Version: info.Main.Version, GoVersion: info.GoVersion}
+	v.GoVersion = info.GoVersion
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			v.Revision = s.Value
+			if v.Revision == "" {
+				v.Revision = s.Value
+			}
 		case "vcs.modified":
 			v.Modified = s.Value == "true"
 		}

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	regentversion "regent.dev/regent/version"
 )
 
 func TestVersion_PrintsTheGoVersionAndJSON(t *testing.T) {
@@ -22,8 +24,8 @@ func TestVersion_PrintsTheGoVersionAndJSON(t *testing.T) {
 		}
 		if len(args) == 3 {
 			var v version
-			if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version == "" {
-				t.Errorf("-o json printed %q: %v", out.String(), err)
+			if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version != regentversion.Version() {
+				t.Errorf("-o json printed %q, want version %s: %v", out.String(), regentversion.Version(), err)
 			}
 		}
 	}
