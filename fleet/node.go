@@ -103,7 +103,10 @@ func (n *Node) start(ctx context.Context, opts nodeOptions) error {
 		"--leader-elect=false", "--secure-port=0"); err != nil {
 		return err
 	}
-	return n.waitReady(ctx, opts.readyTimeout)
+	if err := n.waitReady(ctx, opts.readyTimeout); err != nil {
+		return err
+	}
+	return n.createVolumes(ctx)
 }
 
 // run starts one of the node's programs, its output in the node's logs folder. The programs

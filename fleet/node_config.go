@@ -109,7 +109,8 @@ evictionHard:
   imagefs.available: "1%%"
 staticPodPath: ""
 registerNode: true
-`, podGateway, port, "unix://"+n.socket(), "/"+n.cgroupRoot)
+podLogsDir: %q
+`, podGateway, port, "unix://"+n.socket(), "/"+n.cgroupRoot, n.path("pod-logs"))
 }
 
 // proxyConfig: kube-proxy in iptables mode, Services answering on the host for the pod subnet
@@ -136,7 +137,7 @@ conntrack:
 
 func (n *Node) writeConfigs(sandboxImage, kubeletPort, kubeconfig string) error {
 	for _, d := range [][]string{{"containerd", "root"}, {"containerd", "state"}, {"containerd", "opt"},
-		{"cni", "net.d"}, {"cni", "ipam"}, {"kubelet"}} {
+		{"cni", "net.d"}, {"cni", "ipam"}, {"kubelet"}, {"pod-logs"}} {
 		if err := os.MkdirAll(n.path(d...), 0o700); err != nil {
 			return err
 		}
