@@ -45,7 +45,7 @@ func run(m *testing.M) int {
 	pauseBin := filepath.Join(dir, "pause")
 	for bin, pkg := range map[string]string{regentBin: "regent.dev/regent/cmd/regent", pauseBin: "regent.dev/regent/hack/pause"} {
 		// Static: the image has no libc.
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, pkg)
+		build := exec.Command("go", "build", "-o", bin, pkg)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
