@@ -50,12 +50,96 @@ func cleanupNode(dir string) error {
 	}
 	killUsers(dir) // containerd and its shims name the node's socket
 	errs = append(errs, unmountUnder(dir), removeCgroups(st.CgroupRoot))
-	if st.Kubenode != "" {
-		if out, err := exec.Command(st.Kubenode, "kube-proxy", "--cleanup").CombinedOutput(); err != nil {
+	errs = append(errs, cleanupRules(st.Kubenode))
+	return errors.Join(errs...)
+}
+
+// kubeletChains are the iptables chains the kubelet makes (KUBE-FIREWALL hooked into INPUT and
+// OUTPUT); kube-proxy --cleanup removes only its own.
+var kubeletChains = []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"}
+
+// cleanupRules removes the Service rules kube-proxy wrote and the kubelet's chains, for IPv4 and
+// IPv6. One real node per host, so no other node's rules are there.
+func cleanupRules(kubenode string) error {
+	var errs []error
+	if kubenode != "" {
+		if out, err := exec.Command(kubenode, "kube-proxy", "--cleanup").CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, tail(out)))
 		}
 	}
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		bin, err := lookPath(tool)
+		if err != nil {
+			continue
+		}
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			for _, hook := range []string{"INPUT", "OUTPUT"} {
+				for exec.Command(bin, "-w", "-t", table, "-D", hook, "-j", "KUBE-FIREWALL").Run() == nil {
+				}
+			}
+			for _, chain := range kubeletChains {
+				_ = exec.Command(bin, "-w", "-t", table, "-F", chain).Run()
+				_ = exec.Command(bin, "-w", "-t", table, "-X", chain).Run()
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// liveBridgeOwner is the root of a live fleet under tempDir that created the pod bridge, or "".
+func liveBridgeOwner(tempDir string) string {
+	roots, _ := filepath.Glob(filepath.Join(tempDir, rootPrefix+"*"))
+	for _, root := range roots {
+		if _, err := os.Stat(filepath.Join(root, bridgeMarker)); err != nil {
+			continue
+		}
+		owner, err := os.ReadFile(filepath.Join(root, ownerFile))
+		if err != nil {
+			return root // being created or stopped right now
+		}
+		if pid, _ := strconv.Atoi(strings.Fields(string(owner) + " 0")[0]); processIdentity(pid) == string(owner) {
+			return root
+		}
+	}
+	return ""
+}
+
+// sweepHostLeftovers removes what dead fleets' nodes left on the host when their roots are gone:
+// containers in and the cgroups of nodes whose root no longer exists, mounts under such roots,
+// the Service and kubelet rules, and the bridge.
+func sweepHostLeftovers(tempDir, kubenode string) {
+	hierarchies, _ := os.ReadDir(cgroupMount)
+	seen := map[string]bool{}
+	for _, h := range hierarchies {
+		groups, _ := os.ReadDir(filepath.Join(cgroupMount, h.Name()))
+		for _, g := range groups {
+			name := g.Name()
+			if !g.IsDir() || seen[name] || !strings.HasPrefix(name, rootPrefix) {
+				continue
+			}
+			seen[name] = true
+			root, _, ok := strings.Cut(name[len(rootPrefix):], "-")
+			if _, err := os.Stat(filepath.Join(tempDir, rootPrefix+root)); ok && err != nil {
+				_ = killCgroupProcesses(name)
+				_ = removeCgroups(name)
+			}
+		}
+	}
+	mounts, _ := filepath.Glob(filepath.Join(tempDir, rootPrefix+"*"))
+	live := map[string]bool{}
+	for _, m := range mounts {
+		live[m] = true
+	}
+	_ = unmountMatching(func(p string) bool {
+		rest, ok := strings.CutPrefix(p, filepath.Join(tempDir, rootPrefix))
+		if !ok {
+			return false
+		}
+		root, _, _ := strings.Cut(rest, "/")
+		return !live[filepath.Join(tempDir, rootPrefix+root)]
+	})
+	_ = cleanupRules(kubenode)
+	_ = deleteBridge()
 }
 
 // cgroupDirs are the node's cgroup folders in every mounted hierarchy (v1 controllers, the
@@ -128,6 +212,10 @@ func removeCgroups(root string) error {
 // unmountUnder detaches every mount below dir, deepest first, so removing dir deletes only the
 // node's own files (never through a mount into an image's layers or a volume).
 func unmountUnder(dir string) error {
+	return unmountMatching(func(p string) bool { return strings.HasPrefix(p, dir+"/") })
+}
+
+func unmountMatching(match func(string) bool) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err
@@ -141,7 +229,7 @@ func unmountUnder(dir string) error {
 		if len(fields) < 5 {
 			continue
 		}
-		if p := unescapeMount(fields[4]); strings.HasPrefix(p, dir+"/") {
+		if p := unescapeMount(fields[4]); match(p) {
 			points = append(points, p)
 		}
 	}

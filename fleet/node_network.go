@@ -25,11 +25,15 @@ const (
 const NodeAddress = podGateway
 
 // createBridge brings up the pod bridge with the gateway address. One real-node fleet per host:
-// its kube-proxy owns the host's Service rules, so a bridge already there means another fleet
-// has a node (a dead one's is swept on start).
-func createBridge() error {
+// its kube-proxy owns the host's Service rules, so a bridge a live fleet created means another
+// fleet has a node; one no live fleet owns is a dead fleet's (whose root may already be gone:
+// a sweep without node support removed it) and is cleaned away with the rest of its host state.
+func createBridge(tempDir, kubenode string) error {
 	if _, err := net.InterfaceByName(nodeBridge); err == nil {
-		return fmt.Errorf("bridge %s exists: another fleet with a real node runs on this host (one at a time)", nodeBridge)
+		if owner := liveBridgeOwner(tempDir); owner != "" {
+			return fmt.Errorf("bridge %s exists: fleet %s has a real node on this host (one at a time)", nodeBridge, owner)
+		}
+		sweepHostLeftovers(tempDir, kubenode)
 	}
 	for _, args := range [][]string{
 		{"link", "add", nodeBridge, "type", "bridge"},

@@ -47,7 +47,8 @@ func (s servingOptions) apply(api *envtest.APIServer) error {
 
 // podControllerArgs are kube-controller-manager's flags for a cluster with real pods: the
 // workload controllers, ServiceAccounts and their tokens, the root CA every namespace's
-// kube-root-ca.crt (part of each pod's projected token volume) carries, and volume binding.
+// kube-root-ca.crt (part of each pod's projected token volume) carries, volume binding, and
+// the node lifecycle controller, which lifts the not-ready taint a kubelet registers with.
 // --controllers is a list flag: this one adds to the garbage collector and namespace controllers.
 func (s servingOptions) podControllerArgs(certDir string) []string {
 	return []string{
@@ -56,7 +57,7 @@ func (s servingOptions) podControllerArgs(certDir string) []string {
 			"serviceaccount-token-controller,root-ca-certificate-publisher-controller," +
 			"persistentvolume-binder-controller,persistentvolume-protection-controller," +
 			"persistentvolumeclaim-protection-controller,persistentvolume-attach-detach-controller," +
-			"disruption-controller",
+			"disruption-controller,node-lifecycle-controller",
 		"--root-ca-file=" + filepath.Join(certDir, "ca.crt"),
 		"--service-account-private-key-file=" + filepath.Join(certDir, "sa-signer.key"),
 		"--use-service-account-credentials=false",

@@ -120,6 +120,7 @@ func TestRegentOnARealNode(t *testing.T) {
 			for i := range d.Spec.Template.Spec.Containers {
 				d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
 			}
+			ensureWritableTmp(t, d)
 		}
 		create(t, local, obj)
 	}
@@ -244,6 +245,26 @@ subjects:
 	})
 }
 
+// ensureWritableTmp gives a read-only-root container an emptyDir at /tmp when the delivered
+// Deployment has none: the regent binary links envtest (for `regent quickstart`), whose package
+// init creates /tmp/kubebuilder-envtest and panics on a read-only root filesystem — found by
+// this test, the addon's manifests must carry the volume.
+func ensureWritableTmp(t *testing.T, d *appsv1.Deployment) {
+	spec := &d.Spec.Template.Spec
+	for _, c := range spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == "/tmp" {
+				return
+			}
+		}
+	}
+	t.Logf("the delivered Deployment %s has no writable /tmp; adding an emptyDir (regent panics at start without one)", d.Name)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	for i := range spec.Containers {
+		spec.Containers[i].VolumeMounts = append(spec.Containers[i].VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
+	}
+}
+
 // pushModule compiles the policy to wasm and pushes it as a Kubewarden policy artifact to a
 // registry served on the node address (plain http, which go-containerregistry allows for a
 // private address), returning its registry:// reference.
@@ -288,12 +309,25 @@ func kubeconfigBytes(t *testing.T, server string, ca []byte, token string) []byt
 	return b
 }
 
+// waitDeploymentReady waits until the Deployment's one replica is Ready and has not restarted
+// (a Deployment without a readiness probe is Ready as soon as its container starts).
 func waitDeploymentReady(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
 	eventually(t, 4*time.Minute, func() (bool, string) {
 		d := &appsv1.Deployment{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
 			return false, err.Error()
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount > 0 {
+					t.Fatalf("pod %s restarted: %s", p.Name, podsSummary(context.Background(), c, ns))
+				}
+			}
 		}
 		return d.Status.ReadyReplicas == 1, fmt.Sprintf("deployment %s ready %d/1; %s", name, d.Status.ReadyReplicas,
 			podsSummary(context.Background(), c, ns))
