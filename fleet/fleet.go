@@ -117,7 +117,7 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 		if err := os.WriteFile(filepath.Join(f.Dir, bridgeMarker), nil, 0o600); err != nil {
 			return err
 		}
-		if err := createBridge(opts.TempDir, filepath.Join(opts.BinDir, "kubenode")); err != nil {
+		if err := createBridge(f.Dir, filepath.Join(opts.BinDir, "kubenode")); err != nil {
 			return err
 		}
 		hubServing.address = NodeAddress

@@ -86,10 +86,13 @@ func cleanupRules(kubenode string) error {
 	return errors.Join(errs...)
 }
 
-// liveBridgeOwner is the root of a live fleet under tempDir that created the pod bridge, or "".
-func liveBridgeOwner(tempDir string) string {
-	roots, _ := filepath.Glob(filepath.Join(tempDir, rootPrefix+"*"))
+// liveBridgeOwner is the root of another live fleet beside self that created the pod bridge, or "".
+func liveBridgeOwner(self string) string {
+	roots, _ := filepath.Glob(filepath.Join(filepath.Dir(self), rootPrefix+"*"))
 	for _, root := range roots {
+		if root == self {
+			continue
+		}
 		if _, err := os.Stat(filepath.Join(root, bridgeMarker)); err != nil {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -24,16 +25,16 @@ const (
 // there, and so must anything else their pods call (a registry, an https server).
 const NodeAddress = podGateway
 
-// createBridge brings up the pod bridge with the gateway address. One real-node fleet per host:
+// createBridge brings up the pod bridge with the gateway address for the fleet rooted at self. One real-node fleet per host:
 // its kube-proxy owns the host's Service rules, so a bridge a live fleet created means another
 // fleet has a node; one no live fleet owns is a dead fleet's (whose root may already be gone:
 // a sweep without node support removed it) and is cleaned away with the rest of its host state.
-func createBridge(tempDir, kubenode string) error {
+func createBridge(self, kubenode string) error {
 	if _, err := net.InterfaceByName(nodeBridge); err == nil {
-		if owner := liveBridgeOwner(tempDir); owner != "" {
+		if owner := liveBridgeOwner(self); owner != "" {
 			return fmt.Errorf("bridge %s exists: fleet %s has a real node on this host (one at a time)", nodeBridge, owner)
 		}
-		sweepHostLeftovers(tempDir, kubenode)
+		sweepHostLeftovers(filepath.Dir(self), kubenode)
 	}
 	for _, args := range [][]string{
 		{"link", "add", nodeBridge, "type", "bridge"},
