@@ -96,19 +96,15 @@ func liveBridgeOwner(self string) string {
 		if _, err := os.Stat(filepath.Join(root, bridgeMarker)); err != nil {
 			continue
 		}
-		owner, err := os.ReadFile(filepath.Join(root, ownerFile))
-		if err != nil {
-			return root // being created or stopped right now
-		}
-		if pid, _ := strconv.Atoi(strings.Fields(string(owner) + " 0")[0]); processIdentity(pid) == string(owner) {
+		if fleetAlive(root) {
 			return root
 		}
 	}
 	return ""
 }
 
-// sweepHostLeftovers removes what dead fleets' nodes left on the host when their roots are gone:
-// containers in and the cgroups of nodes whose root no longer exists, mounts under such roots,
+// sweepHostLeftovers removes what dead fleets' nodes left on the host even when their roots are
+// gone or half-removed: containers in and the cgroups of dead fleets' nodes, mounts under their roots,
 // the Service and kubelet rules, and the bridge.
 func sweepHostLeftovers(tempDir, kubenode string) {
 	hierarchies, _ := os.ReadDir(cgroupMount)
@@ -122,16 +118,11 @@ func sweepHostLeftovers(tempDir, kubenode string) {
 			}
 			seen[name] = true
 			root, _, ok := strings.Cut(name[len(rootPrefix):], "-")
-			if _, err := os.Stat(filepath.Join(tempDir, rootPrefix+root)); ok && err != nil {
+			if ok && !fleetAlive(filepath.Join(tempDir, rootPrefix+root)) {
 				_ = killCgroupProcesses(name)
 				_ = removeCgroups(name)
 			}
 		}
-	}
-	mounts, _ := filepath.Glob(filepath.Join(tempDir, rootPrefix+"*"))
-	live := map[string]bool{}
-	for _, m := range mounts {
-		live[m] = true
 	}
 	_ = unmountMatching(func(p string) bool {
 		rest, ok := strings.CutPrefix(p, filepath.Join(tempDir, rootPrefix))
@@ -139,7 +130,7 @@ func sweepHostLeftovers(tempDir, kubenode string) {
 			return false
 		}
 		root, _, _ := strings.Cut(rest, "/")
-		return !live[filepath.Join(tempDir, rootPrefix+root)]
+		return !fleetAlive(filepath.Join(tempDir, rootPrefix+root))
 	})
 	_ = cleanupRules(kubenode)
 	_ = deleteBridge()
@@ -270,6 +261,12 @@ func sweepNodes(root string) {
 	states, _ := filepath.Glob(filepath.Join(root, "*", "node", nodeStateFile))
 	for _, s := range states {
 		_ = cleanupNode(filepath.Dir(s))
+	}
+	// Cgroups are named after the root: found even when an older sweep removed the state file.
+	groups, _ := filepath.Glob(filepath.Join(cgroupMount, "*", filepath.Base(root)+"-*"))
+	for _, g := range groups {
+		_ = killCgroupProcesses(filepath.Base(g))
+		_ = removeCgroups(filepath.Base(g))
 	}
 	if _, err := os.Stat(filepath.Join(root, bridgeMarker)); err == nil {
 		_ = deleteBridge()
