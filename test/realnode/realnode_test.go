@@ -126,6 +126,24 @@ func TestRegentOnARealNode(t *testing.T) {
 	}
 	waitDeploymentReady(t, local, ns, "regent-spoke-addon")
 	t.Run("TheAddonInItsPodRenewsItsLease", func(t *testing.T) {
+		// Its ServiceAccount's token is projected into the pod (the ServiceAccount admission
+		// plugin and the token and root CA controllers at work) and is what the addon's in-cluster
+		// client, bound by the delivered RBAC, renews the Lease with.
+		pods := &corev1.PodList{}
+		if err := local.List(ctx, pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 1 {
+			t.Fatalf("addon pods: %v (%d)", err, len(pods.Items))
+		}
+		projected := false
+		for _, v := range pods.Items[0].Spec.Volumes {
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					projected = projected || src.ServiceAccountToken != nil
+				}
+			}
+		}
+		if !projected {
+			t.Fatalf("the addon pod has no projected ServiceAccount token: %+v", pods.Items[0].Spec.Volumes)
+		}
 		eventually(t, 2*time.Minute, func() (bool, string) {
 			lease := &coordinationv1.Lease{}
 			if err := local.Get(ctx, types.NamespacedName{Namespace: ns, Name: spokeaddon.AddonName}, lease); err != nil {
@@ -147,6 +165,16 @@ func TestRegentOnARealNode(t *testing.T) {
 			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("statefulset ready %d/1; %s", sts.Status.ReadyReplicas,
 				podsSummary(ctx, local, admissionpolicy.DefaultNamespace))
 		})
+		// Ready through its HTTPS readiness probe, its cache on a volume of the node.
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := local.List(ctx, claims, client.InNamespace(admissionpolicy.DefaultNamespace)); err != nil || len(claims.Items) == 0 {
+			t.Fatalf("policy server claims: %v (%d)", err, len(claims.Items))
+		}
+		for _, c := range claims.Items {
+			if c.Status.Phase != corev1.ClaimBound {
+				t.Errorf("claim %s is %s", c.Name, c.Status.Phase)
+			}
+		}
 	})
 
 	// The policy's module comes from a registry pods reach on the node address.
@@ -181,6 +209,26 @@ func TestRegentOnARealNode(t *testing.T) {
 			return strings.Contains(err.Error(), "privileged container app refused by regent on a real node"),
 				"refused, but not by the policy: " + err.Error()
 		})
+		// The webhook names the policy server's Service, not a URL: the kube-apiserver resolved it
+		// (to the pod's endpoint, --enable-aggregator-routing) for the refusal above.
+		hooks := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		if err := local.List(ctx, hooks); err != nil {
+			t.Fatal(err)
+		}
+		viaService := 0
+		for _, h := range hooks.Items {
+			for _, w := range h.Webhooks {
+				if w.ClientConfig.URL != nil {
+					t.Errorf("webhook %s calls URL %s, not a Service", w.Name, *w.ClientConfig.URL)
+				}
+				if w.ClientConfig.Service != nil {
+					viaService++
+				}
+			}
+		}
+		if viaService == 0 {
+			t.Fatal("no webhook calls a Service")
+		}
 		if err := local.Create(ctx, privileged("unprivileged", false)); err != nil {
 			t.Fatalf("an unprivileged pod is refused: %v", err)
 		}
