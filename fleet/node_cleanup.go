@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +50,11 @@ func cleanupNode(dir string) error {
 	if err := killCgroupProcesses(st.CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
+	sockets := shimSockets(dir)
 	killUsers(dir) // containerd and its shims name the node's socket
+	for _, s := range sockets {
+		_ = os.Remove(s)
+	}
 	errs = append(errs, unmountUnder(dir), removeCgroups(st.CgroupRoot))
 	errs = append(errs, cleanupRules(st.Kubenode))
 	return errors.Join(errs...)
@@ -134,6 +140,35 @@ func sweepHostLeftovers(tempDir, kubenode string) {
 	})
 	_ = cleanupRules(kubenode)
 	_ = deleteBridge()
+}
+
+// shimSocketDir is where containerd 1.6 puts its shims' sockets whatever its state folder: a
+// shim removes its own only when containerd shuts it down, which a killed node never does.
+const shimSocketDir = "/run/containerd/s"
+
+// shimSockets are the sockets of the node's live shims, named as containerd names them: the
+// SHA-256 of <containerd address>/<namespace>/<id>, from the shim's command line.
+func shimSockets(dir string) []string {
+	var sockets []string
+	for _, pid := range ProcessesUsing(dir) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		flag := map[string]string{}
+		for i := 0; i+1 < len(args); i++ {
+			if strings.HasPrefix(args[i], "-") {
+				flag[strings.TrimLeft(args[i], "-")] = args[i+1]
+			}
+		}
+		if flag["address"] == "" || flag["namespace"] == "" || flag["id"] == "" {
+			continue
+		}
+		sum := sha256.Sum256([]byte(filepath.Join(flag["address"], flag["namespace"], flag["id"])))
+		sockets = append(sockets, filepath.Join(shimSocketDir, hex.EncodeToString(sum[:])))
+	}
+	return sockets
 }
 
 // cgroupDirs are the node's cgroup folders in every mounted hierarchy (v1 controllers, the

@@ -48,11 +48,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
 `, n.path("containerd", "root"), n.path("containerd", "state"), n.socket(), n.path("containerd", "opt"),
-		sandboxImage, cniBinDir, n.path("cni", "net.d"))
+		sandboxImage, n.path("containerd", "runc"), cniBinDir, n.path("cni", "net.d"))
 }
 
 // cniConfig attaches pods to the fleet's bridge, addresses from host-local kept under the node's
