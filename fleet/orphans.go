@@ -82,8 +82,10 @@ func SweepOrphans(dir string) {
 		if fleetAlive(root) {
 			continue
 		}
+		// A real node's containers, mounts, cgroups and rules outlive its processes; its shims
+		// must still run when it is swept (their sockets are named from their command lines).
+		sweepNodes(root)
 		killUsers(root)
-		sweepNodes(root) // a real node's containers, mounts, cgroups and rules outlive its processes
 		_ = unmountUnder(root)
 		_ = os.RemoveAll(root)
 	}
