@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,6 +141,24 @@ func sweepHostLeftovers(tempDir, kubenode string) {
 	})
 	_ = cleanupRules(kubenode)
 	_ = deleteBridge()
+	removeStaleShimSockets()
+}
+
+// removeStaleShimSockets removes shim sockets nothing listens on (a connection is refused): a
+// killed shim's, whichever containerd it served.
+func removeStaleShimSockets() {
+	entries, _ := os.ReadDir(shimSocketDir)
+	for _, e := range entries {
+		path := filepath.Join(shimSocketDir, e.Name())
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(path)
+		}
+	}
 }
 
 // shimSocketDir is where containerd 1.6 puts its shims' sockets whatever its state folder: a
