@@ -18,6 +18,7 @@ import (
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/policyserver/selfsigned"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
+	"regent.dev/regent/version"
 )
 
 // LocalPolicyServer is a PolicyServer whose replicas are processes on this machine, sharing a
@@ -51,7 +52,7 @@ func StartPolicyServer(ctx context.Context, f *fleet.Fleet, c *fleet.Cluster, bi
 		return nil, err
 	}
 	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: kubewardenv1.PolicyServerSpec{Image: "ghcr.io/regent-dev/regent:latest", Replicas: int32(replicas)}}
+		Spec: kubewardenv1.PolicyServerSpec{Image: version.Image(), Replicas: int32(replicas)}}
 	if err := cl.Create(ctx, ps); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("PolicyServer on %s: %w", c.Name, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"regent.dev/regent/addonidentity"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/reports/rollup"
@@ -31,10 +32,10 @@ import (
 )
 
 // AddonName is the OCM addon name: the ClusterManagementAddOn on the hub and the agent's Lease.
-const AddonName = "regent"
+const AddonName = addonidentity.AddonName
 
 // DefaultInstallNamespace is where OCM installs addon agents on a managed cluster.
-const DefaultInstallNamespace = "open-cluster-management-agent-addon"
+const DefaultInstallNamespace = addonidentity.DefaultInstallNamespace
 
 // Client rate limits used when a configuration sets none. client-go's own fallback (5/s, burst
 // 10) made every policy change wait in the client: a change takes several local writes and a
@@ -60,6 +61,9 @@ type Options struct {
 	InstallNamespace string
 	// MetricsAddr serves /metrics; "0" disables.
 	MetricsAddr string
+	// HealthProbeBindAddress serves /healthz (the process answers) and /readyz (the managed
+	// cluster's cache has synced and the hub answers); empty disables.
+	HealthProbeBindAddress string
 	// ExternalConfigPolicy leaves ConfigurationPolicies to a controller running elsewhere (OCM's
 	// config-policy-controller, or a test playing it) instead of Regent's own.
 	ExternalConfigPolicy bool
@@ -98,8 +102,9 @@ func New(opts Options) (manager.Manager, error) {
 	opts.Local = withRateLimit(opts.Local, DefaultLocalQPS, DefaultLocalBurst)
 	opts.Hub = withRateLimit(opts.Hub, DefaultHubQPS, DefaultHubBurst)
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
-		Scheme:  scheme.Scheme,
-		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 		// A process may build the addon more than once (tests run several addons in-process).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// Template and dependency objects are read through the watches that wake their policies,
@@ -118,6 +123,11 @@ func New(opts Options) (manager.Manager, error) {
 	}
 	if err := mgr.Add(hub); err != nil {
 		return nil, err
+	}
+	if opts.HealthProbeBindAddress != "" {
+		if err := addProbes(mgr, hub, opts.ClusterName); err != nil {
+			return nil, err
+		}
 	}
 	setups := []func() error{
 		func() error {

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"regent.dev/regent/addonidentity"
 )
 
 // tokenRoleBinding grants HubRole to the ServiceAccount IssueHubIdentity issues tokens for.
@@ -29,14 +31,14 @@ func IssueHubIdentity(ctx context.Context, hubAdmin *rest.Config, clusterName st
 	if _, err := kube.CoreV1().ServiceAccounts(clusterName).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("addon service account in %s: %w", clusterName, err)
 	}
-	if _, err := kube.RbacV1().Roles(clusterName).Create(ctx, HubRole(clusterName), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := kube.RbacV1().Roles(clusterName).Create(ctx, addonidentity.HubRole(clusterName), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("addon role in %s: %w", clusterName, err)
 	}
 	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: clusterName}
 	// A binding of its own: the addon manager owns HubRoleBinding's name and, once the cluster's
 	// ManagedClusterAddOn exists, rewrites its subjects to the identities OCM issues, which would
 	// lock this token out.
-	binding := HubRoleBinding(clusterName, subject)
+	binding := addonidentity.HubRoleBinding(clusterName, subject)
 	binding.Name = tokenRoleBinding
 	if _, err := kube.RbacV1().RoleBindings(clusterName).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("addon role binding in %s: %w", clusterName, err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -17,13 +18,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "regent-image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(args []string, stdout io.Writer) error {
 	var s image.Spec
 	var ref, tarballFile, layoutDir, entrypoint, created string
 	fs := flag.NewFlagSet("regent-image", flag.ContinueOnError)
@@ -78,6 +79,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s\n  digest: %s\n  config: %s\n", ref, digest, id)
-	return nil
+	_, err = fmt.Fprintf(stdout, "%s\n  digest: %s\n  config: %s\n", ref, digest, id)
+	return err
 }

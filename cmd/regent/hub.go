@@ -47,7 +47,10 @@ func newHubCommand() *cobra.Command {
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return hub.Run(ctx, opts) })
 			if addonManager {
-				g.Go(func() error { return addon.Run(ctx, cfg, addon.Options{Image: addonImage}) })
+				g.Go(func() error {
+					return addon.Run(ctx, cfg, addon.Options{Image: addonImage,
+						LeaderElection: opts.LeaderElection, LeaderElectionNamespace: opts.LeaderElectionNamespace})
+				})
 			}
 			placement.Admission.LeaderElection = opts.LeaderElection
 			placement.Admission.LeaderElectionNamespace = opts.LeaderElectionNamespace

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	spokeaddon "regent.dev/regent/spoke-addon"
+	"regent.dev/regent/addonidentity"
 )
 
 // ownerReconciler makes each ManagedClusterAddOn "regent" owned by the ClusterManagementAddOn, as
@@ -28,7 +28,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	cma := &addonv1alpha1.ClusterManagementAddOn{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: spokeaddon.AddonName}, cma); err != nil {
+	if err := r.client.Get(ctx, client.ObjectKey{Name: addonidentity.AddonName}, cma); err != nil {
 		return reconcile.Result{}, err
 	}
 	for _, ref := range mca.OwnerReferences {
@@ -43,7 +43,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 }
 
 func (r *ownerReconciler) setup(mgr ctrl.Manager) error {
-	named := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == spokeaddon.AddonName })
+	named := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == addonidentity.AddonName })
 	return ctrl.NewControllerManagedBy(mgr).Named("regent-addon-owner").
 		For(&addonv1alpha1.ManagedClusterAddOn{}, builder.WithPredicates(named)).
 		// A process may run the addon manager more than once (tests run it in-process, one after

@@ -70,7 +70,9 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	}
 	fleettest.StartManager(t, mgr)
 	done := make(chan error, 1)
-	go func() { done <- addon.Run(ctx, identity, addon.Options{Image: "example.com/regent:test"}) }()
+	go func() {
+		done <- addon.Run(ctx, identity, addon.Options{Image: "example.com/regent:test", LeaderElection: true, LeaderElectionNamespace: hubNamespace})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -128,6 +130,12 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 		err := admin.List(ctx, works, client.InNamespace("cluster1"))
 		return err == nil && len(works.Items) > 0, fmt.Sprintf("manifest works: %v", err)
 	})
+	// The addon manager did all of that as the holder of its own Lease (addon-framework does not
+	// elect; Run does).
+	lease := &coordinationv1.Lease{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: hubNamespace, Name: addon.LeaderElectionID}, lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("addon manager Lease %s: %v %+v", addon.LeaderElectionID, err, lease.Spec)
+	}
 	kubeAdmin, err := kubernetes.NewForConfig(f.Hub.Config)
 	if err != nil {
 		t.Fatal(err)

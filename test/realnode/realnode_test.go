@@ -29,10 +29,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	addonapiv1beta1 "open-cluster-management.io/api/addon/v1beta1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"regent.dev/regent/addonidentity"
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
@@ -99,15 +101,16 @@ func TestRegentOnARealNode(t *testing.T) {
 
 	// The spoke side, as the addon delivers it, with the hub kubeconfig Secret OCM's
 	// registration agent would write (here from the addon's own identity on the hub).
-	ns := spokeaddon.DefaultInstallNamespace
+	ns := addonidentity.DefaultInstallNamespace
 	create(t, local, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	identity, err := spokeaddon.IssueHubIdentity(ctx, f.Hub.Config, cluster.Name, 3600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	create(t, local, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: spokeaddon.AddonName + "-hub-kubeconfig", Namespace: ns},
+	create(t, local, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.HubKubeconfigSecret, Namespace: ns},
 		Data: map[string][]byte{"kubeconfig": kubeconfigBytes(t, identity.Host, identity.CAData, identity.BearerToken)}})
-	manifests, err := addon.AgentManifests(ctx, regentImage, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name}}, nil)
+	manifests, err := addon.AgentManifests(ctx, regentImage, nil, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name}},
+		&addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: cluster.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +149,14 @@ func TestRegentOnARealNode(t *testing.T) {
 		}
 		eventually(t, 2*time.Minute, func() (bool, string) {
 			lease := &coordinationv1.Lease{}
-			if err := local.Get(ctx, types.NamespacedName{Namespace: ns, Name: spokeaddon.AddonName}, lease); err != nil {
+			if err := local.Get(ctx, types.NamespacedName{Namespace: ns, Name: addonidentity.AddonName}, lease); err != nil {
 				return false, "addon lease: " + err.Error()
 			}
 			return lease.Spec.RenewTime != nil && time.Since(lease.Spec.RenewTime.Time) < time.Minute, "lease not renewed"
 		})
 	})
 
-	// A PolicyServer from Regent's image, its cache on the node's storage.
-	create(t, local, &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: kubewardenv1.PolicyServerSpec{Image: regentImage, Replicas: 1}})
+	// The delivered default PolicyServer, from Regent's image, its cache on the node's storage.
 	t.Run("ThePolicyServerStatefulSetBecomesReady", func(t *testing.T) {
 		eventually(t, 4*time.Minute, func() (bool, string) {
 			sts := &appsv1.StatefulSet{}

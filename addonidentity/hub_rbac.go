@@ -1,4 +1,4 @@
-package spokeaddon
+package addonidentity
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
