@@ -123,7 +123,6 @@ func TestRegentOnARealNode(t *testing.T) {
 			for i := range d.Spec.Template.Spec.Containers {
 				d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
 			}
-			ensureWritableTmp(t, d)
 		}
 		create(t, local, obj)
 	}
@@ -292,26 +291,6 @@ subjects:
 			return cm.Data["from"] == "hub", fmt.Sprintf("ConfigMap data %v", cm.Data)
 		})
 	})
-}
-
-// ensureWritableTmp gives a read-only-root container an emptyDir at /tmp when the delivered
-// Deployment has none: the regent binary links envtest (for `regent quickstart`), whose package
-// init creates /tmp/kubebuilder-envtest and panics on a read-only root filesystem — found by
-// this test, the addon's manifests must carry the volume.
-func ensureWritableTmp(t *testing.T, d *appsv1.Deployment) {
-	spec := &d.Spec.Template.Spec
-	for _, c := range spec.Containers {
-		for _, m := range c.VolumeMounts {
-			if m.MountPath == "/tmp" {
-				return
-			}
-		}
-	}
-	t.Logf("the delivered Deployment %s has no writable /tmp; adding an emptyDir (regent panics at start without one)", d.Name)
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	for i := range spec.Containers {
-		spec.Containers[i].VolumeMounts = append(spec.Containers[i].VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
-	}
 }
 
 // pushModule compiles the policy to wasm and pushes it as a Kubewarden policy artifact to a
