@@ -55,7 +55,7 @@ func startNode(ctx context.Context, c *Cluster, opts nodeOptions) (*Node, error)
 	if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	state, _ := json.Marshal(nodeState{CgroupRoot: n.cgroupRoot, Kubenode: n.kubenode})
+	state, _ := json.Marshal(nodeState{CgroupRoot: n.cgroupRoot, Kubenode: n.kubenode, Sysctls: readSysctls()})
 	if err := os.WriteFile(n.path(nodeStateFile), state, 0o600); err != nil {
 		return nil, err
 	}

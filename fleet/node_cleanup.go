@@ -30,6 +30,38 @@ type nodeState struct {
 	CgroupRoot string `json:"cgroupRoot"`
 	// Kubenode is the binary whose `kube-proxy --cleanup` removes the Service rules.
 	Kubenode string `json:"kubenode"`
+	// Sysctls are the host's values, before the node started, of the kernel settings the
+	// kubelet, kube-proxy and the bridge plugin change; cleanup puts them back.
+	Sysctls map[string]string `json:"sysctls"`
+}
+
+// nodeSysctls are what a node changes on the host: the kubelet's kernel tunables (it would leave
+// a host that panics and reboots on an oops), kube-proxy's route_localnet, the bridge plugin's
+// forwarding.
+var nodeSysctls = []string{
+	"net/ipv4/ip_forward", "net/ipv4/conf/all/route_localnet",
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+func readSysctls() map[string]string {
+	values := map[string]string{}
+	for _, k := range nodeSysctls {
+		if v, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			values[k] = strings.TrimSpace(string(v))
+		}
+	}
+	return values
+}
+
+func restoreSysctls(values map[string]string) error {
+	var errs []error
+	for k, v := range values {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 const cgroupMount = "/sys/fs/cgroup"
@@ -57,7 +89,7 @@ func cleanupNode(dir string) error {
 		_ = os.Remove(s)
 	}
 	errs = append(errs, unmountUnder(dir), removeCgroups(st.CgroupRoot))
-	errs = append(errs, cleanupRules(st.Kubenode))
+	errs = append(errs, cleanupRules(st.Kubenode), restoreSysctls(st.Sysctls))
 	return errors.Join(errs...)
 }
 
