@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,12 +29,15 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir holds the cluster's data, certificates and logs.
 	Dir string
+	// Node is the cluster's real node, when its ClusterSpec asked for one.
+	Node *Node
 
-	env  *envtest.Environment
-	ca   *clientCA // set when kube-controller-manager signs CSRs (OCM's agents)
-	kcm  *exec.Cmd
-	done chan struct{}
-	once sync.Once
+	env     *envtest.Environment
+	ca      *clientCA // set when kube-controller-manager signs CSRs (OCM's agents)
+	serving servingOptions
+	kcm     *exec.Cmd
+	done    chan struct{}
+	once    sync.Once
 }
 
 // EtcdURL is the client URL of the cluster's etcd: benchmarks read its /metrics for the bytes
@@ -47,9 +51,10 @@ func (c *Cluster) EtcdURL() string {
 
 // startCluster runs etcd and kube-apiserver (through envtest, with parent-death wrappers), installs
 // crds, writes an admin kubeconfig and starts kube-controller-manager. With ca, the apiserver
-// trusts client certificates from it and kube-controller-manager signs CSRs with it.
-func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition, ca *clientCA) (*Cluster, error) {
-	c := &Cluster{Name: name, Dir: dir, ca: ca}
+// trusts client certificates from it and kube-controller-manager signs CSRs with it; serving says
+// where the apiserver listens and whether the cluster runs real pods.
+func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds []*apiextensionsv1.CustomResourceDefinition, serving servingOptions, ca *clientCA) (*Cluster, error) {
+	c := &Cluster{Name: name, Dir: dir, serving: serving, ca: ca}
 	for _, sub := range []string{"etcd", "certs", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, err
@@ -76,6 +81,9 @@ func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds [
 			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd"), Out: etcdLog, Err: etcdLog},
 			APIServer: &envtest.APIServer{CertDir: filepath.Join(dir, "certs"), Out: apiLog, Err: apiLog},
 		},
+	}
+	if err := serving.apply(c.env.ControlPlane.APIServer); err != nil {
+		return nil, fmt.Errorf("%s apiserver serving: %w", name, err)
 	}
 	if ca != nil {
 		c.env.ControlPlane.APIServer.SecureServing.Authn = ca
@@ -133,6 +141,9 @@ func (c *Cluster) startControllerManager(binDir string) error {
 		"--concurrent-gc-syncs=5",
 		"--concurrent-namespace-syncs=5",
 	}, signing...)
+	if c.serving.pods {
+		args = append(args, c.serving.podControllerArgs(c.env.ControlPlane.APIServer.CertDir)...)
+	}
 	c.kcm = exec.Command(filepath.Join(binDir, "kube-controller-manager"), args...)
 	c.kcm.Stdout, c.kcm.Stderr = out, out
 	c.kcm.SysProcAttr = deathSignal()
@@ -149,10 +160,16 @@ func (c *Cluster) startControllerManager(binDir string) error {
 	return nil
 }
 
-// stop ends kube-controller-manager, then kube-apiserver and etcd.
+// stop ends the node (its pods removed from the host), kube-controller-manager, then
+// kube-apiserver and etcd.
 func (c *Cluster) stop() error {
 	var err error
 	c.once.Do(func() {
+		var nodeErr error
+		if c.Node != nil {
+			nodeErr = c.Node.stop()
+		}
+		defer func() { err = errors.Join(nodeErr, err) }()
 		if c.kcm != nil && c.kcm.Process != nil {
 			_ = c.kcm.Process.Signal(syscall.SIGTERM)
 			select {

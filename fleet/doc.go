@@ -14,4 +14,13 @@
 // Every process is tied to the one that started the fleet (the kernel's parent-death signal), so
 // a test that dies — t.Fatal, os.Exit or SIGKILL — leaves no apiserver running, and the next
 // fleet removes what a dead one left on disk.
+//
+// A managed cluster may have a real node (ClusterSpec.RealNode, root only; CheckRealNode says what
+// is missing): a private containerd with runc and a CNI bridge, a kubelet, kube-proxy in iptables
+// mode and kube-scheduler (one binary, kubenode, from `make testbin`), and the workload controllers
+// in its kube-controller-manager. Its apiserver and the hub's serve on the bridge's gateway
+// (NodeAddress), so pods reach both — the `kubernetes` Service through kube-proxy, webhooks are
+// dialled at their endpoints (--enable-aggregator-routing). Images are imported from tarballs
+// (Options.NodeImages), never pulled. Stop, or the next fleet's sweep after a SIGKILL, removes
+// the containers (by the node's cgroups), mounts, cgroups, iptables chains and the bridge.
 package fleet

@@ -19,6 +19,10 @@ import (
 type ClusterSpec struct {
 	Name   string
 	Labels map[string]string
+	// RealNode gives the cluster a real node (containerd, kubelet, kube-proxy, kube-scheduler and
+	// the workload controllers) that runs pods; it needs root and the packages CheckRealNode
+	// names. At most one per host.
+	RealNode bool
 }
 
 // Options configure a fleet.
@@ -37,6 +41,12 @@ type Options struct {
 	// signs, and ManifestWorks are applied for real. Without it the fleet creates the
 	// ManagedClusters itself (faster; no agent runs).
 	OCMAgents bool
+	// NodeImages are image tarballs imported into every real node's containerd before its
+	// kubelet starts; PauseImage, the reference of one of them, is the pods' sandbox image.
+	NodeImages []string
+	PauseImage string
+	// NodeReadyTimeout bounds a real node's start; 3 minutes when zero.
+	NodeReadyTimeout time.Duration
 }
 
 // Fleet is a running hub with its managed clusters.
@@ -59,14 +69,22 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	if opts.NodeReadyTimeout == 0 {
+		opts.NodeReadyTimeout = 3 * time.Minute
+	}
 	if err := CheckBinaries(opts.BinDir); err != nil {
 		return nil, err
 	}
 	if opts.TempDir == "" {
 		opts.TempDir = os.TempDir()
 	}
-	if err := validate(opts.Managed); err != nil {
+	if err := validate(opts); err != nil {
 		return nil, err
+	}
+	if realNode(opts.Managed) {
+		if err := CheckRealNode(opts.BinDir); err != nil {
+			return nil, err
+		}
 	}
 	SweepOrphans(opts.TempDir)
 	root, err := os.MkdirTemp(opts.TempDir, rootPrefix)
@@ -112,19 +130,44 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	}
 	began := time.Now()
 	fmt.Fprintf(opts.Log, "starting hub and %d managed clusters in %s\n", len(opts.Managed), f.Dir)
+	// With a real node, the hub serves where pods reach it (the pod bridge's gateway): the
+	// spoke addon runs in a pod there.
+	var hubServing servingOptions
+	if realNode(opts.Managed) {
+		if err := os.WriteFile(filepath.Join(f.Dir, bridgeMarker), nil, 0o600); err != nil {
+			return err
+		}
+		if err := createBridge(f.Dir, filepath.Join(opts.BinDir, "kubenode")); err != nil {
+			return err
+		}
+		hubServing.address = NodeAddress
+	}
 	var g errgroup.Group
 	g.Go(func() error {
-		c, err := startCluster(ctx, "hub", filepath.Join(f.Dir, "hub"), opts.BinDir, wrapDir, hubCRDs, ca)
+		c, err := startCluster(ctx, "hub", filepath.Join(f.Dir, "hub"), opts.BinDir, wrapDir, hubCRDs, hubServing, ca)
 		f.Hub = c
 		return err
 	})
 	for i, spec := range opts.Managed {
 		g.Go(func() error {
-			c, err := startCluster(ctx, spec.Name, filepath.Join(f.Dir, spec.Name), opts.BinDir, wrapDir, spokeCRDs, nil)
+			var serving servingOptions
+			if spec.RealNode {
+				serving = servingOptions{address: NodeAddress, pods: true}
+			}
+			c, err := startCluster(ctx, spec.Name, filepath.Join(f.Dir, spec.Name), opts.BinDir, wrapDir, spokeCRDs, serving, nil)
 			if c != nil {
 				c.Labels = spec.Labels
 			}
 			f.Managed[i] = c
+			if err != nil || !spec.RealNode {
+				return err
+			}
+			nodeBegan := time.Now()
+			c.Node, err = startNode(ctx, c, nodeOptions{binDir: opts.BinDir, images: opts.NodeImages,
+				pauseImage: opts.PauseImage, readyTimeout: opts.NodeReadyTimeout})
+			if err == nil {
+				fmt.Fprintf(opts.Log, "node %s Ready in %s\n", c.Node.Name, time.Since(nodeBegan).Round(100*time.Millisecond))
+			}
 			return err
 		})
 	}
@@ -156,15 +199,34 @@ func (f *Fleet) start(ctx context.Context, opts Options) error {
 	return nil
 }
 
-func validate(specs []ClusterSpec) error {
+func validate(opts Options) error {
 	seen := map[string]bool{"hub": true, "bin": true}
-	for _, s := range specs {
+	nodes := 0
+	for _, s := range opts.Managed {
 		if s.Name == "" || seen[s.Name] {
 			return fmt.Errorf("managed cluster name %q is empty, reserved or repeated", s.Name)
 		}
 		seen[s.Name] = true
+		if s.RealNode {
+			nodes++
+		}
+	}
+	if nodes > 1 {
+		return fmt.Errorf("%d managed clusters ask for a real node; one per host (its kube-proxy owns the host's Service rules)", nodes)
+	}
+	if nodes == 1 && opts.PauseImage == "" {
+		return errors.New("a real node needs Options.PauseImage, the sandbox image, imported through Options.NodeImages")
 	}
 	return nil
+}
+
+func realNode(specs []ClusterSpec) bool {
+	for _, s := range specs {
+		if s.RealNode {
+			return true
+		}
+	}
+	return false
 }
 
 // Cluster returns the managed cluster with the given name, or nil.
@@ -197,6 +259,8 @@ func (f *Fleet) Stop() error {
 	errs = append(errs, g.Wait())
 	// Whatever a failed stop left behind still names the root in its command line.
 	killUsers(f.Dir)
+	// A node that failed to start has no Cluster.Node to stop it; the bridge goes last.
+	sweepNodes(f.Dir)
 	errs = append(errs, os.RemoveAll(f.Dir))
 	return errors.Join(errs...)
 }

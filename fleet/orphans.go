@@ -79,17 +79,28 @@ func SweepOrphans(dir string) {
 			continue
 		}
 		root := filepath.Join(dir, e.Name())
-		owner, err := os.ReadFile(filepath.Join(root, ownerFile))
-		if err != nil {
-			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < time.Minute {
-				continue // a fleet being created right now
-			}
-		} else if pid, _ := strconv.Atoi(strings.Fields(string(owner) + " 0")[0]); processIdentity(pid) == string(owner) {
+		if fleetAlive(root) {
 			continue
 		}
+		// A real node's containers, mounts, cgroups and rules outlive its processes; its shims
+		// must still run when it is swept (their sockets are named from their command lines).
+		sweepNodes(root)
 		killUsers(root)
+		_ = unmountUnder(root)
 		_ = os.RemoveAll(root)
 	}
+}
+
+// fleetAlive says whether the fleet rooted at root may still be running: its owner is alive, or
+// it has no owner file yet and was created less than a minute ago.
+func fleetAlive(root string) bool {
+	owner, err := os.ReadFile(filepath.Join(root, ownerFile))
+	if err != nil {
+		info, err := os.Stat(root)
+		return err == nil && time.Since(info.ModTime()) < time.Minute
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(owner) + " 0")[0])
+	return processIdentity(pid) == string(owner)
 }
 
 // ProcessesUsing lists the PIDs whose command line names a path under root: every process a

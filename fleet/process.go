@@ -30,7 +30,19 @@ func (f *Fleet) StartProcess(name, bin string, args ...string) (*Process, error)
 
 // startProcess is StartProcess with env added to this process's environment.
 func (f *Fleet) startProcess(name, bin string, env []string, args ...string) (*Process, error) {
-	logDir := filepath.Join(f.Dir, "logs")
+	p, err := startProcess(filepath.Join(f.Dir, "logs"), name, bin, env, args...)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.extra = append(f.extra, p)
+	f.mu.Unlock()
+	return p, nil
+}
+
+// startProcess runs bin with args and env added to this process's environment, its output in
+// logDir/<name>.log, tied to this process by the parent-death signal.
+func startProcess(logDir, name, bin string, env []string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -50,9 +62,6 @@ func (f *Fleet) startProcess(name, bin string, env []string, args ...string) (*P
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { _ = p.cmd.Wait(); out.Close(); close(p.done) }()
-	f.mu.Lock()
-	f.extra = append(f.extra, p)
-	f.mu.Unlock()
 	return p, nil
 }
 

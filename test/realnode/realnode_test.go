@@ -1,0 +1,444 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	addonapiv1beta1 "open-cluster-management.io/api/addon/v1beta1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"regent.dev/regent/addonidentity"
+	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/fleet"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/hub/addon"
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/lifecycle/pull"
+	spokeaddon "regent.dev/regent/spoke-addon"
+	"regent.dev/regent/spoke-addon/admissionpolicy"
+)
+
+// noPrivilegedRego refuses privileged containers, with a message the test looks for in the
+// apiserver's answer.
+const noPrivilegedRego = `package policy
+
+default uid := ""
+
+uid := input.request.uid
+
+deny contains msg if {
+	some c in input.request.object.spec.containers
+	c.securityContext.privileged == true
+	msg := sprintf("privileged container %s refused by regent on a real node", [c.name])
+}
+
+default response := {"allowed": true}
+
+response := {"uid": uid, "allowed": false, "status": {"code": 403, "message": concat("; ", sort(deny))}} if count(deny) > 0
+
+main := {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+`
+
+var eventually = fleettest.Eventually
+
+// TestRegentOnARealNode installs Regent's spoke side on a cluster with a real node as the addon
+// delivers it and runs it from Regent's image: the spoke addon's Deployment (its hub
+// credentials in the Secret OCM's registration agent writes) and a PolicyServer's StatefulSet
+// become Ready through their probes; a ClusterAdmissionPolicy pulled from a registry becomes
+// active and the kube-apiserver, calling the policy server through its Service, refuses a
+// privileged pod; and a root Policy on the hub reaches the cluster through the addon in its pod.
+func TestRegentOnARealNode(t *testing.T) {
+	requireRealNode(t)
+	ctx := context.Background()
+	f := fleettest.Start(t, fleet.Options{
+		Managed:    []fleet.ClusterSpec{{Name: "cluster1", RealNode: true, Labels: map[string]string{"environment": "dev"}}},
+		NodeImages: images, PauseImage: pauseImage,
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, f)
+		}
+	})
+	cluster := f.Cluster("cluster1")
+	local := newClient(t, cluster)
+	hub := newClient(t, f.Hub)
+
+	// The hub side, on the host: OCM's placement controller and `regent hub`.
+	if _, err := f.StartPlacementController(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The spoke side, as the addon delivers it, with the hub kubeconfig Secret OCM's
+	// registration agent would write (here from the addon's own identity on the hub).
+	ns := addonidentity.DefaultInstallNamespace
+	create(t, local, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	identity, err := spokeaddon.IssueHubIdentity(ctx, f.Hub.Config, cluster.Name, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, local, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.HubKubeconfigSecret, Namespace: ns},
+		Data: map[string][]byte{"kubeconfig": kubeconfigBytes(t, identity.Host, identity.CAData, identity.BearerToken)}})
+	manifests, err := addon.AgentManifests(ctx, regentImage, nil, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name}},
+		&addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: cluster.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range manifests {
+		obj, ok := m.(client.Object)
+		if !ok {
+			t.Fatalf("manifest %T is not an object", m)
+		}
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			for i := range d.Spec.Template.Spec.Containers {
+				d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
+			}
+		}
+		create(t, local, obj)
+	}
+	waitDeploymentReady(t, local, ns, "regent-spoke-addon")
+	t.Run("TheAddonInItsPodRenewsItsLease", func(t *testing.T) {
+		// Its ServiceAccount's token is projected into the pod (the ServiceAccount admission
+		// plugin and the token and root CA controllers at work) and is what the addon's in-cluster
+		// client, bound by the delivered RBAC, renews the Lease with.
+		pods := &corev1.PodList{}
+		if err := local.List(ctx, pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 1 {
+			t.Fatalf("addon pods: %v (%d)", err, len(pods.Items))
+		}
+		projected := false
+		for _, v := range pods.Items[0].Spec.Volumes {
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					projected = projected || src.ServiceAccountToken != nil
+				}
+			}
+		}
+		if !projected {
+			t.Fatalf("the addon pod has no projected ServiceAccount token: %+v", pods.Items[0].Spec.Volumes)
+		}
+		eventually(t, 2*time.Minute, func() (bool, string) {
+			lease := &coordinationv1.Lease{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: ns, Name: addonidentity.AddonName}, lease); err != nil {
+				return false, "addon lease: " + err.Error()
+			}
+			return lease.Spec.RenewTime != nil && time.Since(lease.Spec.RenewTime.Time) < time.Minute, "lease not renewed"
+		})
+	})
+
+	// The delivered default PolicyServer, from Regent's image, its cache on the node's storage.
+	t.Run("ThePolicyServerStatefulSetBecomesReady", func(t *testing.T) {
+		eventually(t, 4*time.Minute, func() (bool, string) {
+			sts := &appsv1.StatefulSet{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: admissionpolicy.DefaultNamespace, Name: "regent-policy-server-default"}, sts); err != nil {
+				return false, "statefulset: " + err.Error() + "; " + podsSummary(ctx, local, admissionpolicy.DefaultNamespace)
+			}
+			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("statefulset ready %d/1; %s", sts.Status.ReadyReplicas,
+				podsSummary(ctx, local, admissionpolicy.DefaultNamespace))
+		})
+		// Ready through its HTTPS readiness probe, its cache on a volume of the node.
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := local.List(ctx, claims, client.InNamespace(admissionpolicy.DefaultNamespace)); err != nil || len(claims.Items) == 0 {
+			t.Fatalf("policy server claims: %v (%d)", err, len(claims.Items))
+		}
+		for _, c := range claims.Items {
+			if c.Status.Phase != corev1.ClaimBound {
+				t.Errorf("claim %s is %s", c.Name, c.Status.Phase)
+			}
+		}
+	})
+
+	// The policy's module comes from a registry pods reach on the node address.
+	module := pushModule(t)
+	fail := admissionregistrationv1.Fail
+	create(t, local, &kubewardenv1.ClusterAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-privileged"},
+		Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: kubewardenv1.PolicySpec{
+			PolicyServer: "default", Module: module, ExecutionMode: "opa", Mode: kubewardenv1.ModeProtect,
+			FailurePolicy: &fail,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"regent-e2e": "admission"}},
+		}},
+	})
+	create(t, local, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Labels: map[string]string{"regent-e2e": "admission"}}})
+	t.Run("TheApiserverCallsThePolicyServerThroughItsService", func(t *testing.T) {
+		privileged := func(name string, priv bool) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "workloads"}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "app", Image: regentImage, ImagePullPolicy: corev1.PullIfNotPresent,
+					Args: []string{"version"}, SecurityContext: &corev1.SecurityContext{Privileged: &priv}}},
+				RestartPolicy: corev1.RestartPolicyNever}}
+		}
+		eventually(t, 3*time.Minute, func() (bool, string) {
+			err := local.Create(ctx, privileged("privileged", true))
+			if err == nil {
+				_ = local.Delete(ctx, privileged("privileged", true))
+				return false, "privileged pod admitted: the policy is not active yet; " + policyStatus(ctx, local)
+			}
+			return strings.Contains(err.Error(), "privileged container app refused by regent on a real node"),
+				"refused, but not by the policy: " + err.Error()
+		})
+		// The webhook names the policy server's Service, not a URL: the kube-apiserver resolved it
+		// (to the pod's endpoint, --enable-aggregator-routing) for the refusal above.
+		hooks := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		if err := local.List(ctx, hooks); err != nil {
+			t.Fatal(err)
+		}
+		viaService := 0
+		for _, h := range hooks.Items {
+			for _, w := range h.Webhooks {
+				if w.ClientConfig.URL != nil {
+					t.Errorf("webhook %s calls URL %s, not a Service", w.Name, *w.ClientConfig.URL)
+				}
+				if w.ClientConfig.Service != nil {
+					viaService++
+				}
+			}
+		}
+		if viaService == 0 {
+			t.Fatal("no webhook calls a Service")
+		}
+		if err := local.Create(ctx, privileged("unprivileged", false)); err != nil {
+			t.Fatalf("an unprivileged pod is refused: %v", err)
+		}
+		// The admitted pod runs on the node from Regent's image.
+		eventually(t, 2*time.Minute, func() (bool, string) {
+			p := &corev1.Pod{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: "workloads", Name: "unprivileged"}, p); err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("pod %s: %s", p.Status.Phase, p.Status.Message)
+		})
+	})
+
+	t.Run("ARootPolicyOnTheHubReachesTheClusterThroughTheAddonInItsPod", func(t *testing.T) {
+		apply(t, hub, `apiVersion: v1
+kind: Namespace
+metadata: {name: policies}`, `apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: realnode}
+spec: {clusterSelector: {selectorType: LabelSelector, labelSelector: {}}}`, `apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {name: realnode, namespace: policies}
+spec: {clusterSet: realnode}`, `apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {name: dev, namespace: policies}
+spec:
+  clusterSets: [realnode]
+  predicates:
+  - requiredClusterSelector: {labelSelector: {matchLabels: {environment: dev}}}`, `apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata: {name: node-marker, namespace: policies}
+spec:
+  disabled: false
+  remediationAction: enforce
+  policy-templates:
+  - objectDefinition:
+      apiVersion: policy.open-cluster-management.io/v1
+      kind: ConfigurationPolicy
+      metadata: {name: node-marker}
+      spec:
+        remediationAction: inform
+        severity: low
+        object-templates:
+        - complianceType: musthave
+          objectDefinition:
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: node-marker, namespace: default}
+            data: {from: hub}`, `apiVersion: policy.open-cluster-management.io/v1
+kind: PlacementBinding
+metadata: {name: node-marker, namespace: policies}
+placementRef: {apiGroup: cluster.open-cluster-management.io, kind: Placement, name: dev}
+subjects:
+- {apiGroup: policy.open-cluster-management.io, kind: Policy, name: node-marker}`)
+		eventually(t, 3*time.Minute, func() (bool, string) {
+			cm := &corev1.ConfigMap{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: "default", Name: "node-marker"}, cm); err != nil {
+				return false, "the policy's ConfigMap on the cluster: " + err.Error()
+			}
+			return cm.Data["from"] == "hub", fmt.Sprintf("ConfigMap data %v", cm.Data)
+		})
+	})
+}
+
+// pushModule compiles the policy to wasm and pushes it as a Kubewarden policy artifact to a
+// registry served on the node address (plain http, which go-containerregistry allows for a
+// private address), returning its registry:// reference.
+func pushModule(t *testing.T) string {
+	t.Helper()
+	wasm, err := engine.CompileRego(context.Background(), map[string]string{"policy.rego": noPrivilegedRego}, "policy/main", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(fleet.NodeAddress, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: static.NewLayer(wasm, pull.WasmLayerMediaType)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(ln.Addr().String() + "/policies/no-privileged:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	return "registry://" + ref.String()
+}
+
+func kubeconfigBytes(t *testing.T, server string, ca []byte, token string) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["hub"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	kc.AuthInfos["addon"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "addon"}
+	kc.CurrentContext = "hub"
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitDeploymentReady waits until the Deployment's one replica is Ready and has not restarted
+// (a Deployment without a readiness probe is Ready as soon as its container starts).
+func waitDeploymentReady(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	eventually(t, 4*time.Minute, func() (bool, string) {
+		d := &appsv1.Deployment{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+			return false, err.Error()
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount > 0 {
+					t.Fatalf("pod %s restarted: %s", p.Name, podsSummary(context.Background(), c, ns))
+				}
+			}
+		}
+		return d.Status.ReadyReplicas == 1, fmt.Sprintf("deployment %s ready %d/1; %s", name, d.Status.ReadyReplicas,
+			podsSummary(context.Background(), c, ns))
+	})
+}
+
+// podsSummary says what each pod of ns waits for, so a timeout names the reason.
+func podsSummary(ctx context.Context, c client.Client, ns string) string {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s %s", p.Name, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			s += fmt.Sprintf(" ready=%v restarts=%d", cs.Ready, cs.RestartCount)
+			if w := cs.State.Waiting; w != nil {
+				s += " waiting " + w.Reason + ": " + w.Message
+			}
+			if l := cs.LastTerminationState.Terminated; l != nil {
+				s += fmt.Sprintf(" last exit %d %s", l.ExitCode, l.Message)
+			}
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				s += " " + string(cond.Type) + ": " + cond.Message
+			}
+		}
+		out = append(out, s)
+	}
+	return fmt.Sprintf("pods in %s: [%s]", ns, strings.Join(out, "; "))
+}
+
+func policyStatus(ctx context.Context, c client.Client) string {
+	p := &kubewardenv1.ClusterAdmissionPolicy{}
+	if err := c.Get(ctx, types.NamespacedName{Name: "no-privileged"}, p); err != nil {
+		return err.Error()
+	}
+	b, _ := yaml.Marshal(p.Status)
+	return "policy status: " + string(b)
+}
+
+func newClient(t *testing.T, c *fleet.Cluster) client.Client {
+	t.Helper()
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func apply(t *testing.T, c client.Client, docs ...string) {
+	t.Helper()
+	for _, doc := range docs {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		create(t, c, obj)
+	}
+}
+
+// dumpLogs shows the tail of the node's, the controllers' and Regent's logs, and the pods' own.
+func dumpLogs(t *testing.T, f *fleet.Fleet) {
+	var logs []string
+	for _, pattern := range []string{"logs/regent-*.log", "cluster1/node/logs/*.log", "cluster1/logs/kube-controller-manager.log",
+		"cluster1/node/pod-logs/*/*/*.log"} {
+		m, _ := filepath.Glob(filepath.Join(f.Dir, pattern))
+		logs = append(logs, m...)
+	}
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		t.Logf("--- tail of %s:\n%s", l, data)
+	}
+}
