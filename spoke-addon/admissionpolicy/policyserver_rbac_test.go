@@ -382,11 +382,11 @@ func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *tes
 	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "clusterwide-unsigned-p-g1"}, rev); err != nil {
 		t.Fatal(err)
 	}
-	init := findCondition(rev.Status.Conditions, kubewardenv1.ConditionInitialized, nil)
+	init := revisionCondition(rev, kubewardenv1.ConditionInitialized)
 	if init == nil || init.Reason != "InitializedUnsigned" || !strings.Contains(init.Message, leaderIdentityName("unsigned")) || rev.Status.CacheKey != "" {
 		t.Errorf("Initialized = %+v, cache key %q: want unsigned, naming the leader identity, no entry", init, rev.Status.CacheKey)
 	}
-	if ready := findCondition(rev.Status.Conditions, kubewardenv1.ConditionReady, ptrTo(int32(0))); ready == nil || ready.Reason != "CompiledLocally" {
+	if ready := findReplica(rev.Status.Replicas, 0); ready == nil || ready.Reason != "CompiledLocally" {
 		t.Errorf("Ready on replica 0 = %+v, want CompiledLocally", ready)
 	}
 }

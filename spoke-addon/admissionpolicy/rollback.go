@@ -16,8 +16,8 @@ import (
 
 // rollbackTarget finds the kept revision the annotation names; the condition says why there is
 // none, naming the generations that are kept.
-func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewardenv1.PolicyCondition) {
-	cond := kubewardenv1.PolicyCondition{Type: conditionRollback, Status: metav1.ConditionFalse}
+func rollbackTarget(value string, revs []revisionState) (*revisionState, metav1.Condition) {
+	cond := metav1.Condition{Type: conditionRollback, Status: metav1.ConditionFalse}
 	gen, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
 		cond.Reason = "InvalidGeneration"
@@ -26,7 +26,7 @@ func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewar
 		return nil, cond
 	}
 	if r := findRevision(revs, gen); r != nil {
-		return r, kubewardenv1.PolicyCondition{}
+		return r, metav1.Condition{}
 	}
 	cond.Reason = "UnknownGeneration"
 	cond.Message = fmt.Sprintf("generation %d is not kept; kept generations: %s", gen, keptGenerations(revs))
@@ -36,7 +36,7 @@ func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewar
 // rollback copies the named revision's spec back to the policy and removes the annotation, so the
 // restored spec becomes a new generation and goes through the lifecycle (done). When the
 // generation is not kept, the annotation stays and the returned condition says why.
-func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, value string, revs []kubewardenv1.PolicyRevision) (bool, kubewardenv1.PolicyCondition, error) {
+func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, value string, revs []kubewardenv1.PolicyRevision) (bool, metav1.Condition, error) {
 	states := make([]revisionState, len(revs))
 	for i := range revs {
 		states[i] = stateOf(&revs[i])
@@ -44,11 +44,12 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 	target, cond := rollbackTarget(value, states)
 	if target == nil {
 		// Every reconcile comes here while the annotation stays; say it once per new answer.
-		if prev := findCondition(statusOf(obj).Conditions, conditionRollback, nil); prev == nil || prev.Message != cond.Message {
+		if prev := findCondition(statusOf(obj).Conditions, conditionRollback); prev == nil || prev.Message != cond.Message {
 			rollbacks.WithLabelValues("unknown_generation").Inc()
 			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
 		}
 		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
+		cond.ObservedGeneration = obj.GetGeneration()
 		return false, cond, nil
 	}
 	var data []byte

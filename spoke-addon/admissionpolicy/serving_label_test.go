@@ -30,7 +30,7 @@ func TestServingLabel_FollowsTheWebhookFromRevisionToRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForPolicy(t, c, "label", "Scheduled", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-		return findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled, nil) != nil
+		return findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled) != nil
 	})
 	if serving("clusterwide-label-g1") {
 		t.Fatal("generation 1 labelled serving before any replica was Ready")

@@ -121,15 +121,33 @@ const (
 	PhaseFailed  PolicyPhase = "Failed"
 )
 
-// Condition types of policies and revisions, from the lifecycle RFC.
+// Condition types of policies and revisions, from the lifecycle RFC, and Kubewarden's
+// PolicyActive, which its documentation waits for (`kubectl wait --for=condition=PolicyActive`).
 const (
-	ConditionScheduled   = "Scheduled"
-	ConditionInitialized = "Initialized"
-	ConditionReady       = "Ready"
+	ConditionScheduled    = "Scheduled"
+	ConditionInitialized  = "Initialized"
+	ConditionReady        = "Ready"
+	ConditionPolicyActive = "PolicyActive"
 )
 
-// PolicyCondition is a metav1.Condition with the replica that reports it, as the RFC extends it:
-// Ready appears once per policy-server replica.
+// PolicyStatusEnum is Kubewarden's status.policyStatus.
+// +kubebuilder:validation:Enum=unscheduled;scheduled;pending;active
+type PolicyStatusEnum string
+
+const (
+	// PolicyStatusUnscheduled: no PolicyServer is named.
+	PolicyStatusUnscheduled PolicyStatusEnum = "unscheduled"
+	// PolicyStatusScheduled: the named PolicyServer does not exist (yet), or is being deleted.
+	PolicyStatusScheduled PolicyStatusEnum = "scheduled"
+	// PolicyStatusPending: the PolicyServer exists and no generation is served yet.
+	PolicyStatusPending PolicyStatusEnum = "pending"
+	// PolicyStatusActive: the apiserver sends the policy's requests to the policy server.
+	PolicyStatusActive PolicyStatusEnum = "active"
+)
+
+// PolicyCondition is a revision's condition. The RFC extends conditions with the replica that
+// reports them; Regent keeps those reports in status.replicas instead, so conditions stay
+// unique by type and `kubectl wait --for=condition=...` means what it says.
 type PolicyCondition struct {
 	// +kubebuilder:validation:MinLength=1
 	Type string `json:"type"`
@@ -141,16 +159,38 @@ type PolicyCondition struct {
 	Message string `json:"message,omitempty"`
 	// +optional
 	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
-	// Replica is the policy-server replica reporting this condition.
-	// +optional
-	Replica *int32 `json:"replica,omitempty"`
 	// PolicyGeneration is the policy generation the condition is about.
 	// +optional
 	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
 }
 
+// ReplicaStatus is one policy-server replica's report on a generation: whether it loaded it
+// (the RFC's per-replica Ready).
+type ReplicaStatus struct {
+	// Replica is the policy-server replica's number.
+	// +kubebuilder:validation:Minimum=0
+	Replica int32 `json:"replica"`
+	// PolicyGeneration is the policy generation the report is about.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+	// Ready: True when the replica serves the generation, False when it could not load it,
+	// Unknown while it has not said.
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Ready metav1.ConditionStatus `json:"ready"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
 // PolicyStatus is what the controller and the policy server report on a policy.
 type PolicyStatus struct {
+	// PolicyStatus is Kubewarden's summary: unscheduled, scheduled, pending or active. It stays
+	// active while a newer generation is rolled out, since an older one keeps answering.
+	// +optional
+	PolicyStatus PolicyStatusEnum `json:"policyStatus,omitempty"`
 	// Phase: Pending while the newest generation is not served by every replica, Active when it
 	// is, Failed when it cannot be (the previous generation keeps serving).
 	// +optional
@@ -161,9 +201,18 @@ type PolicyStatus struct {
 	// Mode is the mode of the serving generation.
 	// +optional
 	Mode PolicyMode `json:"mode,omitempty"`
-	// Conditions of the newest generation, per replica where the RFC says so.
+	// Conditions of the newest generation, one per type, each with the generation it is about
+	// as observedGeneration: Scheduled, Initialized, Ready (every live replica serves it) and
+	// PolicyActive (the webhook configuration calls it).
+	// +listType=map
+	// +listMapKey=type
 	// +optional
-	Conditions []PolicyCondition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Replicas are the live policy-server replicas' reports on the newest generation.
+	// +listType=map
+	// +listMapKey=replica
+	// +optional
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // ClusterAdmissionPolicy is an admission policy for the whole cluster.
@@ -173,6 +222,7 @@ type PolicyStatus struct {
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
 // +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=".status.policyStatus"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
@@ -204,6 +254,7 @@ type ClusterAdmissionPolicyList struct {
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
 // +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=".status.policyStatus"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
