@@ -81,6 +81,11 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 	if r.spec.TimeoutSeconds != nil {
 		pc.TimeoutSeconds = int64(*r.spec.TimeoutSeconds)
 	}
+	if r.spec.TimeoutEvalSeconds != nil {
+		// Kubewarden's evaluation bound; timeoutSeconds stays the apiserver's.
+		pc.TimeoutSeconds = int64(*r.spec.TimeoutEvalSeconds)
+	}
+	pc.Message = r.spec.Message
 	pc.ContextAwareResources = r.contextAwareResources()
 	pc.AllowNetworkBuiltins = r.allowNetworkBuiltins()
 	pc.ReportAdmission, pc.ReportAs = r.spec.ReportAdmission, r.reportAs()

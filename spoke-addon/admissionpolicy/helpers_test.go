@@ -75,7 +75,7 @@ func clusterPolicy(name, ps string) *kubewardenv1.ClusterAdmissionPolicy {
 	return &kubewardenv1.ClusterAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: kubewardenv1.PolicySpec{
-			PolicyServer: ps, Module: "file:///policies/v1.wasm", FailurePolicy: &ignore,
+			PolicyServer: ps, Module: "file:///policies/v1.wasm", FailurePolicy: &ignore, BackgroundAudit: true,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
@@ -132,7 +132,11 @@ func report(t testing.TB, c client.Client, revision string, reports ...any) {
 				t.Fatalf("report: %T", x)
 			}
 		}
-		return c.Status().Update(context.Background(), rev) == nil
+		err := c.Status().Update(context.Background(), rev)
+		if err != nil {
+			t.Logf("report to %s: %v", revision, err)
+		}
+		return err == nil
 	})
 }
 

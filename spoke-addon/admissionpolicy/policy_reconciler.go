@@ -54,8 +54,11 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, ref)
 	}
+	// A patch of the finalizers alone: an update would send the spec as the Go types encode it,
+	// dropping a user's explicit `mutating: false` and bumping the generation for nothing.
+	before := obj.DeepCopyObject().(client.Object)
 	if controllerutil.AddFinalizer(obj, finalizer) {
-		if err := r.client.Update(ctx, obj); err != nil {
+		if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -324,8 +327,9 @@ func (r *policyReconciler) reconcileDelete(ctx context.Context, obj client.Objec
 	if err := r.deleteRevisions(ctx, ref); err != nil {
 		return err
 	}
+	before := obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(obj, finalizer)
-	if err := r.client.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil

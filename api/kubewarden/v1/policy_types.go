@@ -20,9 +20,12 @@ const (
 type ExecutionMode string
 
 // PolicySpec is what ClusterAdmissionPolicy and AdmissionPolicy share.
+// +kubebuilder:validation:XValidation:rule="!has(self.timeoutEvalSeconds) || !has(self.timeoutSeconds) || self.timeoutEvalSeconds <= self.timeoutSeconds",message="timeoutEvalSeconds cannot be greater than timeoutSeconds"
 type PolicySpec struct {
-	// PolicyServer names the PolicyServer that serves this policy.
+	// PolicyServer names the PolicyServer that serves this policy. It cannot change, as in
+	// Kubewarden: move a policy by recreating it.
 	// +kubebuilder:default=default
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the field is immutable"
 	// +optional
 	PolicyServer string `json:"policyServer,omitempty"`
 
@@ -35,8 +38,10 @@ type PolicySpec struct {
 	// +optional
 	ExecutionMode ExecutionMode `json:"executionMode,omitempty"`
 
-	// Mode protect rejects what the policy rejects; monitor admits and records the answer.
+	// Mode protect rejects what the policy rejects; monitor admits and records the answer. As in
+	// Kubewarden, monitor may become protect but not the reverse: recreate the policy instead.
 	// +kubebuilder:default=protect
+	// +kubebuilder:validation:XValidation:rule="!(oldSelf == 'protect' && self == 'monitor')",message="field cannot transition from protect to monitor. Recreate instead."
 	// +optional
 	Mode PolicyMode `json:"mode,omitempty"`
 
@@ -71,6 +76,43 @@ type PolicySpec struct {
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 
+	// TimeoutEvalSeconds bounds the policy's evaluation in the policy server; unset,
+	// timeoutSeconds does. An evaluation that runs out fails, and failurePolicy decides.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=30
+	// +optional
+	TimeoutEvalSeconds *int32 `json:"timeoutEvalSeconds,omitempty"`
+
+	// MatchPolicy says whether a request made through another group or version of a resource
+	// the rules name is sent to the policy (Equivalent, the default) or not (Exact).
+	// +kubebuilder:validation:Enum=Exact;Equivalent
+	// +optional
+	MatchPolicy *admissionregistrationv1.MatchPolicyType `json:"matchPolicy,omitempty"`
+
+	// MatchConditions are CEL expressions a request matched by the rules and selectors must all
+	// satisfy to reach the policy; they are the webhook's matchConditions, as they are.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions,omitempty"`
+
+	// SideEffects is the webhook's sideEffects: None (the default) or NoneOnDryRun.
+	// +kubebuilder:validation:Enum=None;NoneOnDryRun
+	// +optional
+	SideEffects *admissionregistrationv1.SideEffectClass `json:"sideEffects,omitempty"`
+
+	// Message replaces the policy's rejection message; the policy's own message is kept in the
+	// response's status.details.causes, as in Kubewarden.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// AllowInsideAdmissionControllerNamespace lets a ClusterAdmissionPolicy match requests in
+	// the controller's namespace, which its webhook otherwise excludes so a policy cannot lock
+	// the policy servers out. Only ClusterAdmissionPolicies may set it.
+	// +optional
+	AllowInsideAdmissionControllerNamespace bool `json:"allowInsideAdmissionControllerNamespace,omitempty"`
+
 	// ReportAdmission turns the answers of a protect-mode policy into per-resource reports too
 	// (Regent's addition); a monitor-mode policy's answers always are. Reports are written off
 	// the admission path. A mutating policy's answers are not reported: its webhook sees the
@@ -78,10 +120,14 @@ type PolicySpec struct {
 	// +optional
 	ReportAdmission bool `json:"reportAdmission,omitempty"`
 
+	// Not omitempty, as in Kubewarden: an explicit false must reach the apiserver, or any
+	// client's update (the controller adding its finalizer) would drop it and the default would
+	// turn it back on.
+
 	// BackgroundAudit lets audit scans evaluate the policy against existing objects.
 	// +kubebuilder:default=true
 	// +optional
-	BackgroundAudit bool `json:"backgroundAudit,omitempty"`
+	BackgroundAudit bool `json:"backgroundAudit"`
 
 	// ContextAwareResources are the kinds the policy may read from the cluster while it
 	// evaluates (Kubewarden's context-aware policies); a lookup of any other kind fails. Only
@@ -226,6 +272,8 @@ type PolicyStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.severity']",priority=1
+// +kubebuilder:printcolumn:name="Category",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.category']",priority=1
 type ClusterAdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -258,12 +306,15 @@ type ClusterAdmissionPolicyList struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.severity']",priority=1
+// +kubebuilder:printcolumn:name="Category",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.category']",priority=1
 type AdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowNetworkBuiltins) || !self.allowNetworkBuiltins",message="allowNetworkBuiltins is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not reach the network from the policy server"
+	// +kubebuilder:validation:XValidation:rule="!has(self.allowInsideAdmissionControllerNamespace) || !self.allowInsideAdmissionControllerNamespace",message="allowInsideAdmissionControllerNamespace is only allowed on a ClusterAdmissionPolicy: an AdmissionPolicy only sees its own namespace"
 	// The apiserver does not apply a webhook's namespaceSelector to cluster-scoped objects, so a
 	// rule of scope Cluster or "*" would let a namespace user intercept ClusterRoleBindings and
 	// every other cluster-wide write; the controller also forces Namespaced when it builds the

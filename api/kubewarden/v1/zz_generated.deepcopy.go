@@ -446,6 +446,26 @@ func (in *PolicySpec) DeepCopyInto(out *PolicySpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.TimeoutEvalSeconds != nil {
+		in, out := &in.TimeoutEvalSeconds, &out.TimeoutEvalSeconds
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MatchPolicy != nil {
+		in, out := &in.MatchPolicy, &out.MatchPolicy
+		*out = new(admissionregistrationv1.MatchPolicyType)
+		**out = **in
+	}
+	if in.MatchConditions != nil {
+		in, out := &in.MatchConditions, &out.MatchConditions
+		*out = make([]admissionregistrationv1.MatchCondition, len(*in))
+		copy(*out, *in)
+	}
+	if in.SideEffects != nil {
+		in, out := &in.SideEffects, &out.SideEffects
+		*out = new(admissionregistrationv1.SideEffectClass)
+		**out = **in
+	}
 	if in.ContextAwareResources != nil {
 		in, out := &in.ContextAwareResources, &out.ContextAwareResources
 		*out = make([]ContextAwareResource, len(*in))
