@@ -263,6 +263,7 @@ type PolicyStatus struct {
 
 // ClusterAdmissionPolicy is an admission policy for the whole cluster.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=cap
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
@@ -297,6 +298,7 @@ type ClusterAdmissionPolicyList struct {
 
 // AdmissionPolicy is an admission policy for the requests of its own namespace.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=ap
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
@@ -312,13 +314,15 @@ type AdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Why rules[].scope must be Namespaced: the apiserver does not apply a webhook's
+	// namespaceSelector to cluster-scoped objects, so a rule of scope Cluster or "*" would let a
+	// namespace user intercept ClusterRoleBindings and every other cluster-wide write; the
+	// controller also forces Namespaced when it builds the webhook, for objects stored before
+	// this rule.
+
 	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowNetworkBuiltins) || !self.allowNetworkBuiltins",message="allowNetworkBuiltins is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not reach the network from the policy server"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowInsideAdmissionControllerNamespace) || !self.allowInsideAdmissionControllerNamespace",message="allowInsideAdmissionControllerNamespace is only allowed on a ClusterAdmissionPolicy: an AdmissionPolicy only sees its own namespace"
-	// The apiserver does not apply a webhook's namespaceSelector to cluster-scoped objects, so a
-	// rule of scope Cluster or "*" would let a namespace user intercept ClusterRoleBindings and
-	// every other cluster-wide write; the controller also forces Namespaced when it builds the
-	// webhook, for objects stored before this rule.
 	// +kubebuilder:validation:XValidation:rule="self.rules.all(r, !has(r.scope) || r.scope == 'Namespaced')",message="an AdmissionPolicy only matches namespaced resources: rules[].scope must be Namespaced or left out (Cluster and * are for a ClusterAdmissionPolicy)"
 	Spec   PolicySpec   `json:"spec"`
 	Status PolicyStatus `json:"status,omitempty"`
