@@ -26,7 +26,10 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("Create_ScheduledThenActiveWhenEveryReplicaReady", func(t *testing.T) {
 		liveLeases(t, c, "create", 0, 1, 2)
-		if err := c.Create(ctx, clusterPolicy("create", "create")); err != nil {
+		// Monitor first: Kubewarden allows monitor -> protect, not the reverse.
+		monitored := clusterPolicy("create", "create")
+		monitored.Spec.Mode = kubewardenv1.ModeMonitor
+		if err := c.Create(ctx, monitored); err != nil {
 			t.Fatal(err)
 		}
 		p := waitForPolicy(t, c, "create", "Scheduled", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
@@ -63,8 +66,8 @@ func TestLifecycle(t *testing.T) {
 		p = waitForPolicy(t, c, "create", "Active", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.Phase == kubewardenv1.PhaseActive
 		})
-		if p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeProtect || readyReplicas(p.Status, metav1.ConditionTrue) != "0,1,2" {
-			t.Errorf("status = %+v; want serving 1, protect, Ready on 0,1,2", p.Status)
+		if p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeMonitor || readyReplicas(p.Status, metav1.ConditionTrue) != "0,1,2" {
+			t.Errorf("status = %+v; want serving 1, monitor, Ready on 0,1,2", p.Status)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); u != "https://127.0.0.1:9443/create/validate/clusterwide-create/1" {
 			t.Errorf("webhook URL = %q", u)
@@ -73,13 +76,13 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("Update_WebhookSwitchesOnlyAfterEveryLiveReplicaReady", func(t *testing.T) {
 		p := waitForPolicy(t, c, "create", "Active", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Status.ServingGeneration == 1 })
-		update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeMonitor })
+		update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeProtect })
 		report(t, c, "clusterwide-create-g2", append(readyOn(metav1.ConditionTrue, 0, 1), initializedTrue())...)
 		p = waitForPolicy(t, c, "create", "shows replicas 0 and 1 Ready for generation 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Generation == 2 && readyReplicas(p.Status, metav1.ConditionTrue) == "0,1"
 		})
-		if p.Status.Phase != kubewardenv1.PhasePending || p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeProtect {
-			t.Errorf("with replica 2 not Ready: phase %s serving %d mode %s; want Pending, 1, protect", p.Status.Phase, p.Status.ServingGeneration, p.Status.Mode)
+		if p.Status.Phase != kubewardenv1.PhasePending || p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeMonitor {
+			t.Errorf("with replica 2 not Ready: phase %s serving %d mode %s; want Pending, 1, monitor", p.Status.Phase, p.Status.ServingGeneration, p.Status.Mode)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); !strings.HasSuffix(u, "/clusterwide-create/1") {
 			t.Errorf("webhook moved before every replica was Ready: %s", u)
@@ -88,8 +91,8 @@ func TestLifecycle(t *testing.T) {
 		p = waitForPolicy(t, c, "create", "serves generation 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.ServingGeneration == 2 && p.Status.Phase == kubewardenv1.PhaseActive
 		})
-		if p.Status.Mode != kubewardenv1.ModeMonitor {
-			t.Errorf("mode = %s, want monitor", p.Status.Mode)
+		if p.Status.Mode != kubewardenv1.ModeProtect {
+			t.Errorf("mode = %s, want protect", p.Status.Mode)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); !strings.HasSuffix(u, "/clusterwide-create/2") {
 			t.Errorf("webhook = %s, want generation 2", u)

@@ -97,6 +97,24 @@ func TestKubewardenYAML_EveryFieldSurvivesServerSideApply(t *testing.T) {
 		t.Errorf("namespaceSelector = %+v, want the controller's namespace excluded and the policy's own expression kept", hook.NamespaceSelector)
 	}
 
+	// A matchConditions expression the apiserver cannot compile: no webhook, and the policy
+	// says why instead of the controller retrying in silence.
+	bad := clusterPolicy("kw-bad-cel", "kwfields")
+	bad.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "broken", Expression: "object.metadata.("}}
+	if err := c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	report(t, c, "clusterwide-kw-bad-cel-g1", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
+	bad = waitForPolicy(t, c, "kw-bad-cel", "refused", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
+		r := findCondition(p.Status.Conditions, conditionWebhook)
+		return r != nil && r.Reason == "WebhookRefused"
+	})
+	if bad.Status.Phase != kubewardenv1.PhaseFailed || bad.Status.ServingGeneration != 0 || webhookURL(t, c, "clusterwide-kw-bad-cel") != "" ||
+		!strings.Contains(findCondition(bad.Status.Conditions, conditionWebhook).Message, "matchConditions") {
+		t.Errorf("phase %s, serving %d, conditions %+v: want Failed, nothing served, the apiserver's reason", bad.Status.Phase,
+			bad.Status.ServingGeneration, bad.Status.Conditions)
+	}
+
 	// The namespaced policy's revision holds what the policy server reads: message and
 	// evaluation timeout.
 	rev := &kubewardenv1.PolicyRevision{}

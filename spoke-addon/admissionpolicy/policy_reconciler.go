@@ -113,11 +113,21 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	d := decide(o)
 	if d.Serving > 0 && conflict == nil {
 		switched, err := r.applyWebhooks(ctx, obj, ref, d.Serving, revs)
-		if errors.As(err, &conflict) {
+		switch {
+		case errors.As(err, &conflict):
 			// Decide again: the webhook stays where it is, so must the status.
 			o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
 			d = decide(o)
-		} else if err != nil {
+		case apierrors.IsInvalid(err):
+			// The apiserver refuses what the generation asks for (a matchConditions expression
+			// that does not compile): the previous webhook stays, and the user is told why.
+			refused := webhookRefused(d.Serving, obj.GetGeneration(), err)
+			o.Blocked = &refused
+			d = decide(o)
+			if prev := findCondition(status.Conditions, conditionWebhook); prev == nil || prev.Message != refused.Message {
+				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "WebhookRefused", "Serve", "%s", refused.Message)
+			}
+		case err != nil:
 			return ctrl.Result{}, err
 		}
 		if switched {
@@ -164,7 +174,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 // leader's Initialized, or the first replica that could not load it.
 func failureMessage(st kubewardenv1.PolicyStatus) string {
 	for _, c := range st.Conditions {
-		if c.Type == conditionConflict && c.Status == metav1.ConditionTrue {
+		if (c.Type == conditionConflict && c.Status == metav1.ConditionTrue) || (c.Type == conditionWebhook && c.Status == metav1.ConditionFalse) {
 			return c.Message
 		}
 		if c.Type == kubewardenv1.ConditionInitialized && c.Status == metav1.ConditionFalse {
