@@ -78,7 +78,7 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 		return nil, err
 	}
 	return &servedPolicy{Policy: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
-		report: reportRef(name, pc, mode)}, nil
+		report: reportRef(name, pc, mode), message: pc.Message}, nil
 }
 
 // LoadRevision loads a policy under an explicit generation (for callers that manage

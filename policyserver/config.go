@@ -60,6 +60,9 @@ type PolicyConfig struct {
 	// ReportAdmission reports a protect-mode policy's answers as per-resource reports, as a
 	// monitor-mode policy's always are (when the server writes reports at all).
 	ReportAdmission bool `json:"reportAdmission,omitempty"`
+	// Message, when set, replaces the message of every rejection in protect mode; the policy's
+	// own message is kept as a cause in the response's status.details (Kubewarden's `message`).
+	Message string `json:"message,omitempty"`
 	// ReportAs is the policy the answers are reported under: a revision's ClusterAdmissionPolicy
 	// or AdmissionPolicy. Unset, a policy of a file is a cluster-wide policy named as in the file.
 	ReportAs *reports.PolicyRef `json:"-"`

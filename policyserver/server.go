@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"regent.dev/regent/policyserver/engine"
@@ -34,6 +35,8 @@ type servedPolicy struct {
 	limiter     *policyLimiter
 	// report is the policy its admission answers are reported under (nil: not reported).
 	report *reports.PolicyRef
+	// message replaces rejection messages (PolicyConfig.Message).
+	message string
 }
 
 // Server answers admission requests for the policies in its registry.
@@ -219,6 +222,7 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 	}
 	resp, outcome := s.decide(p, key, audit, answer, err, meta.UID, request)
 	s.metrics.kubewarden.observe(p, audit, request, resp, err == nil && answer.MutatedObject != nil, took)
+	withCustomMessage(resp, p.message)
 	s.reportAnswer(p, key, audit, request, outcome, messageOf(resp))
 	s.metrics.evaluations.WithLabelValues(p.name, mode, outcome).Inc()
 	if err != nil {
@@ -272,6 +276,22 @@ func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer en
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
 	return resp, "mutated"
+}
+
+// withCustomMessage puts the policy's own message for a rejection, whatever its cause, as a cause
+// in the status details and answers with the custom message instead, as Kubewarden does.
+func withCustomMessage(r *admissionv1.AdmissionResponse, message string) {
+	if r.Allowed || message == "" {
+		return
+	}
+	if r.Result == nil {
+		r.Result = &metav1.Status{Status: metav1.StatusFailure}
+	}
+	if r.Result.Details == nil {
+		r.Result.Details = &metav1.StatusDetails{}
+	}
+	r.Result.Details.Causes = append(r.Result.Details.Causes, metav1.StatusCause{Message: r.Result.Message})
+	r.Result.Message = message
 }
 
 func messageOf(r *admissionv1.AdmissionResponse) string {

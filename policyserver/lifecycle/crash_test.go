@@ -71,7 +71,7 @@ func TestLeader_RevisionThatKillsItsPreparer_IsGivenUpAfterTheBound(t *testing.T
 	good := e.createRevision(t, ps, "good", 1, regoSpec(writeFile(t, "good.rego", regoSource(t, "good"))))
 	e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1", Server: policyserver.Options{CacheDir: private}})
 	rev := e.waitRevision(t, killer.Name, "given up", initializedWith(metav1.ConditionFalse, ReasonPreparationAbandoned))
-	if c := cond(rev, kubewardenv1.ConditionInitialized, nil); !strings.Contains(c.Message, "gave up after 3 attempts") {
+	if c := cond(rev, kubewardenv1.ConditionInitialized); !strings.Contains(c.Message, "gave up after 3 attempts") {
 		t.Errorf("condition %q does not say it gave up after 3 attempts", c.Message)
 	}
 	e.waitRevision(t, good.Name, "Ready", readyOn(0, ReasonLoaded))

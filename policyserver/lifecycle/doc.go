@@ -8,6 +8,7 @@
 // before keeping them (transfer.go); a new leader signs again what it lacks (republish.go). Pulls run in the background, each within its own
 // budget; each preparation is recorded on the revision before it starts, so a module that kills
 // its preparer is given up after a bound instead of crash-looping every leader. Every replica verifies those signatures, loads the
-// revision beside the generations already served and reports Ready with its replica number. A
+// revision beside the generations already served and reports whether it did, as its entry in
+// the revision's status.replicas. A
 // policy error is always a condition, never a replica exit.
 package lifecycle

@@ -211,21 +211,26 @@ func (e *env) waitRevision(t *testing.T, name, what string, ok func(*kubewardenv
 	}
 }
 
-func cond(rev *kubewardenv1.PolicyRevision, typ string, replica *int32) *kubewardenv1.PolicyCondition {
-	return findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: typ, Replica: replica})
+func cond(rev *kubewardenv1.PolicyRevision, typ string) *kubewardenv1.PolicyCondition {
+	return findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: typ})
+}
+
+// report is replica n's entry in the revision's status.replicas.
+func report(rev *kubewardenv1.PolicyRevision, n int32) *kubewardenv1.ReplicaStatus {
+	return findReplica(rev.Status.Replicas, n)
 }
 
 func initializedWith(status metav1.ConditionStatus, reason string) func(*kubewardenv1.PolicyRevision) bool {
 	return func(r *kubewardenv1.PolicyRevision) bool {
-		c := cond(r, kubewardenv1.ConditionInitialized, nil)
+		c := cond(r, kubewardenv1.ConditionInitialized)
 		return c != nil && c.Status == status && c.Reason == reason && c.PolicyGeneration == r.Spec.PolicyGeneration
 	}
 }
 
 func readyOn(replica int32, reason string) func(*kubewardenv1.PolicyRevision) bool {
 	return func(r *kubewardenv1.PolicyRevision) bool {
-		c := cond(r, kubewardenv1.ConditionReady, &replica)
-		return c != nil && c.Status == metav1.ConditionTrue && c.PolicyGeneration == r.Spec.PolicyGeneration && (reason == "" || c.Reason == reason)
+		c := report(r, replica)
+		return c != nil && c.Ready == metav1.ConditionTrue && c.PolicyGeneration == r.Spec.PolicyGeneration && (reason == "" || c.Reason == reason)
 	}
 }
 

@@ -260,16 +260,16 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 		l.endAttempt(rev, log)
 		return "", false
 	}
-	cond := rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitialized,
+	cond := rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
 	if err == nil && key == "" {
-		cond = rev.condition(kubewardenv1.ConditionInitialized, nil, true, ReasonInitializedUnsigned, fmt.Sprintf(
+		cond = rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitializedUnsigned, fmt.Sprintf(
 			"module %s compiled, settings valid; no signed cache entry, every replica compiles it: %v "+
 				"(run the leader as ServiceAccount %s, --leader-kubeconfig)", digest, keys.err, leaderServiceAccount(l.opts.PolicyServer)))
 	}
 	var se *stepError
 	if errors.As(err, &se) {
-		cond = rev.condition(kubewardenv1.ConditionInitialized, nil, false, se.reason, se.Error())
+		cond = rev.condition(kubewardenv1.ConditionInitialized, false, se.reason, se.Error())
 		log.Error(err, "revision not initialized", "reason", se.reason)
 	} else {
 		log.Info("revision initialized", "moduleDigest", digest, "cacheKey", key)
@@ -304,7 +304,7 @@ func (l *leader) beginAttempt(ctx context.Context, rev revision) (gaveUp bool, e
 			r.Status.PreparationAttempts++
 			return true
 		}
-		c := rev.condition(kubewardenv1.ConditionInitialized, nil, false, ReasonPreparationAbandoned, fmt.Sprintf(
+		c := rev.condition(kubewardenv1.ConditionInitialized, false, ReasonPreparationAbandoned, fmt.Sprintf(
 			"gave up after %d attempts: each ended without an outcome, so preparing this module crashes or exhausts "+
 				"the memory of the policy server; it will not be tried again until the policy changes", r.Status.PreparationAttempts))
 		var changed bool

@@ -55,7 +55,7 @@ func testSwappedEntry(t *testing.T, e *env) {
 	r1 := e.startReplica(t, Options{PolicyServer: ps, Replica: 1, SharedCache: shared, Version: "v1"})
 	e.waitRevision(t, g1.Name, "Ready on replica 1 from the cache", readyOn(1, ReasonLoaded))
 	rev := e.waitRevision(t, g2.Name, "Ready on replica 1, compiled by itself", readyOn(1, ReasonCompiledPrivately))
-	if c := cond(rev, kubewardenv1.ConditionReady, ptr(int32(1))); !strings.Contains(c.Message, "cache entry refused") {
+	if c := report(rev, 1); !strings.Contains(c.Message, "cache entry refused") {
 		t.Errorf("replica 1 does not say why it compiled: %q", c.Message)
 	}
 	for _, r := range []*replicaHandle{r0, r1} {
@@ -100,7 +100,7 @@ func testSlowPull(t *testing.T, e *env) {
 	if err := e.client.Get(context.Background(), client.ObjectKeyFromObject(slowRev), &now); err != nil {
 		t.Fatal(err)
 	}
-	if c := cond(&now, kubewardenv1.ConditionInitialized, nil); c != nil && c.Status != metav1.ConditionUnknown {
+	if c := cond(&now, kubewardenv1.ConditionInitialized); c != nil && c.Status != metav1.ConditionUnknown {
 		t.Fatalf("the slow revision has an outcome before its module arrived: %+v", c)
 	}
 	close(release)
@@ -175,10 +175,10 @@ func testFailures(t *testing.T, e *env) {
 		t.Run(tc.policy, func(t *testing.T) {
 			rev := e.createRevision(t, ps, tc.policy, 1, tc.spec)
 			rev = e.waitRevision(t, rev.Name, "Initialized="+tc.reason, initializedWith(metav1.ConditionFalse, tc.reason))
-			if c := cond(rev, kubewardenv1.ConditionInitialized, nil); !strings.Contains(c.Message, tc.message) {
+			if c := cond(rev, kubewardenv1.ConditionInitialized); !strings.Contains(c.Message, tc.message) {
 				t.Errorf("message %q does not say %q", c.Message, tc.message)
 			}
-			if c := cond(rev, kubewardenv1.ConditionReady, ptr(int32(0))); c != nil {
+			if c := report(rev, 0); c != nil {
 				t.Errorf("a revision that is not Initialized was loaded: %+v", c)
 			}
 		})

@@ -68,7 +68,7 @@ func TestNetworkBuiltins(t *testing.T) {
 
 		rev := e.createRevision(t, ps, "exfil", 1, spec)
 		rev = e.waitRevision(t, rev.Name, "Initialized=CompileError", initializedWith(metav1.ConditionFalse, ReasonCompileError))
-		if c := cond(rev, kubewardenv1.ConditionInitialized, nil); !strings.Contains(c.Message, `"http.send"`) {
+		if c := cond(rev, kubewardenv1.ConditionInitialized); !strings.Contains(c.Message, `"http.send"`) {
 			t.Fatalf("the condition must name the built-in: %q", c.Message)
 		}
 		if n := hits.Load(); n != 0 {

@@ -42,11 +42,11 @@ func TestReadiness_FailingNewGenerationBesideServingOne_StaysReady_ConditionSays
 	r1 := e.startReplica(t, Options{PolicyServer: ps, Replica: 1, SharedCache: shared, Version: "v2"})
 	e.waitRevision(t, g1.Name, "Ready on replica 1", readyOn(1, ReasonCompiledLocally))
 	rev := e.waitRevision(t, g2.Name, "Ready=False on replica 1", func(r *kubewardenv1.PolicyRevision) bool {
-		c := cond(r, kubewardenv1.ConditionReady, ptr(int32(1)))
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonPullError
+		c := report(r, 1)
+		return c != nil && c.Ready == metav1.ConditionFalse && c.Reason == ReasonPullError
 	})
-	if c := cond(rev, kubewardenv1.ConditionReady, ptr(int32(1))); !strings.Contains(c.Message, "initialized with") {
-		t.Errorf("replica 1's condition does not say why generation 2 failed: %q", c.Message)
+	if c := report(rev, 1); !strings.Contains(c.Message, "initialized with") {
+		t.Errorf("replica 1's report does not say why generation 2 failed: %q", c.Message)
 	}
 	eventually(t, "replica 1 ready while generation 1 serves", func() bool { code, _ := r1.readyzBody(t); return code == http.StatusOK })
 	if _, body := r1.readyzBody(t); !strings.Contains(body, "clusterwide-p/2") {

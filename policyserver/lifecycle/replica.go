@@ -28,7 +28,7 @@ import (
 )
 
 // replica makes the server serve every enabled, Initialized revision of its policy server and
-// reports, per revision, whether it does (Ready with its replica number).
+// reports, per revision, whether it does (its entry in status.replicas).
 type replica struct {
 	opts   Options
 	number int32
@@ -68,15 +68,15 @@ type readiness struct {
 	// replica unready, since it would answer 404 for what the apiserver sends it.
 	waiting []string
 	// failing are newer (or not yet serving) revisions not loaded: each has a Ready=False
-	// condition saying why, and none of them holds readiness back while the generation the
+	// report saying why, and none of them holds readiness back while the generation the
 	// webhook calls is served.
 	failing []string
 }
 
 // served is what the replica reported for a loaded revision.
 type served struct {
-	uid  types.UID
-	cond kubewardenv1.PolicyCondition
+	uid    types.UID
+	report kubewardenv1.ReplicaStatus
 }
 
 // sync loads what is wanted and not loaded, unloads what is loaded and no longer wanted, and
@@ -129,8 +129,8 @@ func (r *replica) sync(ctx context.Context) error {
 	for _, k := range keys {
 		rev := want[k]
 		if s, ok := r.loaded[k]; ok {
-			if !conditionCurrent(rev.Status.Conditions, s.cond) {
-				if err := r.status.setConditions(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), s.cond); err != nil {
+			if !replicaCurrent(rev.Status.Replicas, s.report) {
+				if err := r.status.setReplica(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), s.report); err != nil {
 					r.log.Error(err, "could not report Ready")
 				}
 			}
@@ -197,8 +197,8 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	fail := func(reason string, err error) {
 		log.Error(err, "revision not loaded; the generations already loaded keep serving", "reason", reason)
 		r.failed[rev.UID] = r.opts.Clock.Now()
-		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, reason, err.Error())
-		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+		rs := rev.replicaStatus(r.number, false, reason, err.Error())
+		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the failure")
 		}
 	}
@@ -227,9 +227,9 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		// generation has not failed, and the policy must not say so.
 		log.Info("signed entry not fetched yet; retrying", "reason", err.Error())
 		r.failed[rev.UID] = r.opts.Clock.Now()
-		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, ReasonWaitingForLeader, err.Error())
-		c.Status = metav1.ConditionUnknown
-		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+		rs := rev.replicaStatus(r.number, false, ReasonWaitingForLeader, err.Error())
+		rs.Ready = metav1.ConditionUnknown
+		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the wait")
 		}
 		return
@@ -238,8 +238,8 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	default:
 		// Refused: say so at once, then recover by compiling privately.
 		reason, message = ReasonCompiledPrivately, fmt.Sprintf("cache entry refused (%v); compiled by this replica", err)
-		c := rev.condition(kubewardenv1.ConditionReady, &r.number, false, ReasonSignatureInvalid, err.Error())
-		if werr := r.status.setConditions(ctx, obj, c); werr != nil {
+		rs := rev.replicaStatus(r.number, false, ReasonSignatureInvalid, err.Error())
+		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the refused cache entry")
 		}
 		log.Error(err, "cache entry refused; compiling privately")
@@ -270,10 +270,10 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	delete(r.failed, rev.UID)
 	delete(r.waitingSince, rev.UID)
 	r.files.loaded(rev.key, wasm, modPath, opened)
-	c := rev.condition(kubewardenv1.ConditionReady, &r.number, true, reason, message)
-	r.loaded[rev.key] = served{uid: rev.UID, cond: c}
+	rs := rev.replicaStatus(r.number, true, reason, message)
+	r.loaded[rev.key] = served{uid: rev.UID, report: rs}
 	log.Info("revision loaded", "reason", reason)
-	if err := r.status.setConditions(ctx, obj, c); err != nil {
+	if err := r.status.setReplica(ctx, obj, rs); err != nil {
 		log.Error(err, "could not report Ready")
 	}
 }

@@ -124,7 +124,7 @@ func testReplicas(t *testing.T, e *env) {
 	tamper(t, filepath.Join(shared, "v1", g2.Status.CacheKey))
 	r2 := e.startReplica(t, Options{PolicyServer: ps, Replica: 2, SharedCache: shared, Version: "v1"})
 	rev := e.waitRevision(t, g2.Name, "Ready on replica 2", readyOn(2, ReasonCompiledPrivately))
-	if c := cond(rev, kubewardenv1.ConditionReady, ptr(int32(2))); !strings.Contains(c.Message, "signature invalid") {
+	if c := report(rev, 2); !strings.Contains(c.Message, "signature invalid") {
 		t.Errorf("replica 2's Ready does not say the entry was refused: %q", c.Message)
 	}
 	if code, allowed := r2.review(t, "/validate/clusterwide-latest/2", "nginx:latest"); code != http.StatusOK || allowed {
@@ -206,18 +206,12 @@ func tamper(t *testing.T, entry string) {
 	}
 }
 
-// clearReady removes every Ready condition, as the controller prunes those of stopped replicas.
+// clearReady removes every replica's report, as the controller prunes those of stopped replicas.
 func clearReady(t *testing.T, e *env, name string) {
 	t.Helper()
 	w := statusWriter{client: e.client, clock: clockNow{}}
 	err := w.update(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: name}, func(r *kubewardenv1.PolicyRevision, _ metav1.Time) bool {
-		kept := r.Status.Conditions[:0]
-		for _, c := range r.Status.Conditions {
-			if c.Type != kubewardenv1.ConditionReady {
-				kept = append(kept, c)
-			}
-		}
-		r.Status.Conditions = kept
+		r.Status.Replicas = nil
 		return true
 	})
 	if err != nil {

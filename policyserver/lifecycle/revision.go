@@ -85,6 +85,11 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 	if r.spec.TimeoutSeconds != nil {
 		pc.TimeoutSeconds = int64(*r.spec.TimeoutSeconds)
 	}
+	if r.spec.TimeoutEvalSeconds != nil {
+		// Kubewarden's evaluation bound; timeoutSeconds stays the apiserver's.
+		pc.TimeoutSeconds = int64(*r.spec.TimeoutEvalSeconds)
+	}
+	pc.Message = r.spec.Message
 	pc.ContextAwareResources = r.contextAwareResources()
 	pc.AllowNetworkBuiltins = r.allowNetworkBuiltins()
 	pc.ReportAdmission, pc.ReportAs = r.spec.ReportAdmission, r.reportAs()
@@ -119,15 +124,26 @@ func (r revision) contextAwareResources() []kubewardenv1.ContextAwareResource {
 	return r.spec.ContextAwareResources
 }
 
-func (r revision) condition(typ string, replica *int32, ok bool, reason, message string) kubewardenv1.PolicyCondition {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
+func (r revision) condition(typ string, ok bool, reason, message string) kubewardenv1.PolicyCondition {
 	return kubewardenv1.PolicyCondition{
-		Type: typ, Status: status, Reason: reason, Message: truncate(message),
-		Replica: replica, PolicyGeneration: r.Spec.PolicyGeneration,
+		Type: typ, Status: conditionStatus(ok), Reason: reason, Message: truncate(message),
+		PolicyGeneration: r.Spec.PolicyGeneration,
 	}
+}
+
+// replicaStatus is replica n's report on the revision: whether it loaded it, and why not.
+func (r revision) replicaStatus(n int32, ok bool, reason, message string) kubewardenv1.ReplicaStatus {
+	return kubewardenv1.ReplicaStatus{
+		Replica: n, Ready: conditionStatus(ok), Reason: reason, Message: truncate(message),
+		PolicyGeneration: r.Spec.PolicyGeneration,
+	}
+}
+
+func conditionStatus(ok bool) metav1.ConditionStatus {
+	if ok {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
 }
 
 // truncate keeps a message readable in kubectl and within etcd's comfort.

@@ -27,7 +27,9 @@ func (w statusWriter) update(ctx context.Context, key client.ObjectKey, mutate f
 		if err := w.client.Get(ctx, key, &rev); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if !mutate(&rev, metav1.NewTime(w.clock.Now())) {
+		var migrated bool
+		rev.Status.Conditions, migrated = dropLegacyReady(rev.Status.Conditions)
+		if !mutate(&rev, metav1.NewTime(w.clock.Now())) && !migrated {
 			return nil
 		}
 		return client.IgnoreNotFound(w.client.Status().Update(ctx, &rev))
@@ -47,6 +49,15 @@ func (w statusWriter) setConditions(ctx context.Context, key client.ObjectKey, c
 			rev.Status.Conditions, ch = setCondition(rev.Status.Conditions, c, now)
 			changed = changed || ch
 		}
+		return changed
+	})
+}
+
+// setReplica puts this replica's report into the revision's status.
+func (w statusWriter) setReplica(ctx context.Context, key client.ObjectKey, rs kubewardenv1.ReplicaStatus) error {
+	return w.update(ctx, key, func(rev *kubewardenv1.PolicyRevision, now metav1.Time) bool {
+		var changed bool
+		rev.Status.Replicas, changed = setReplica(rev.Status.Replicas, rs, now)
 		return changed
 	})
 }

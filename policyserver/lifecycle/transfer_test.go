@@ -203,7 +203,7 @@ func testTamperedTransfer(t *testing.T, e *env) {
 	g2 := e.createRevision(t, ps, ps, 2, regoSpec(writeFile(t, "g2.rego", regoSource(t, "x2"))))
 	for n := int32(1); n < 3; n++ {
 		rev := e.waitRevision(t, g2.Name, "Ready, compiled by the replica", readyOn(n, ReasonCompiledPrivately))
-		if c := cond(rev, kubewardenv1.ConditionReady, &n); !strings.Contains(c.Message, "signature invalid") {
+		if c := report(rev, n); !strings.Contains(c.Message, "signature invalid") {
 			t.Errorf("replica %d's Ready does not say the transfer was refused: %q", n, c.Message)
 		}
 		if hasEntry(roots[n], rev.Status.CacheKey) {

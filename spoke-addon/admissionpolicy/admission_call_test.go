@@ -89,7 +89,7 @@ func TestWebhook_RealApiserverCallsTheServingGeneration(t *testing.T) {
 	}
 	eventually(t, "the apiserver calls generation 1", calledAt("/validate/clusterwide-call/1"))
 
-	update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeMonitor })
+	update(t, c, p, func() { p.Spec.Module = "file:///policies/v2.wasm" })
 	report(t, c, "clusterwide-call-g2", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
 	waitForPolicy(t, c, "call", "Ready on replica 0 for generation 2", func(q *kubewardenv1.ClusterAdmissionPolicy) bool {
 		return q.Generation == 2 && readyReplicas(q.Status, metav1.ConditionTrue) == "0"

@@ -26,11 +26,14 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("Create_ScheduledThenActiveWhenEveryReplicaReady", func(t *testing.T) {
 		liveLeases(t, c, "create", 0, 1, 2)
-		if err := c.Create(ctx, clusterPolicy("create", "create")); err != nil {
+		// Monitor first: Kubewarden allows monitor -> protect, not the reverse.
+		monitored := clusterPolicy("create", "create")
+		monitored.Spec.Mode = kubewardenv1.ModeMonitor
+		if err := c.Create(ctx, monitored); err != nil {
 			t.Fatal(err)
 		}
 		p := waitForPolicy(t, c, "create", "Scheduled", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-			s := findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled, nil)
+			s := findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled)
 			return s != nil && s.Status == metav1.ConditionTrue
 		})
 		if p.Status.Phase != kubewardenv1.PhasePending || readyReplicas(p.Status, metav1.ConditionUnknown) != "0,1,2" {
@@ -44,7 +47,7 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "clusterwide-create-g1"}, rev); err != nil {
 			t.Fatal(err)
 		}
-		if s := findCondition(rev.Status.Conditions, kubewardenv1.ConditionScheduled, nil); s == nil || s.Status != metav1.ConditionTrue {
+		if s := revisionCondition(rev, kubewardenv1.ConditionScheduled); s == nil || s.Status != metav1.ConditionTrue {
 			t.Errorf("revision conditions = %+v, want Scheduled=True", rev.Status.Conditions)
 		}
 		if !rev.Spec.Enabled || rev.Labels[kubewardenv1.PolicyServerLabel] != "create" || rev.Labels[PolicyLabel] != "clusterwide-create" ||
@@ -63,8 +66,8 @@ func TestLifecycle(t *testing.T) {
 		p = waitForPolicy(t, c, "create", "Active", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.Phase == kubewardenv1.PhaseActive
 		})
-		if p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeProtect || readyReplicas(p.Status, metav1.ConditionTrue) != "0,1,2" {
-			t.Errorf("status = %+v; want serving 1, protect, Ready on 0,1,2", p.Status)
+		if p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeMonitor || readyReplicas(p.Status, metav1.ConditionTrue) != "0,1,2" {
+			t.Errorf("status = %+v; want serving 1, monitor, Ready on 0,1,2", p.Status)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); u != "https://127.0.0.1:9443/create/validate/clusterwide-create/1" {
 			t.Errorf("webhook URL = %q", u)
@@ -73,13 +76,13 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("Update_WebhookSwitchesOnlyAfterEveryLiveReplicaReady", func(t *testing.T) {
 		p := waitForPolicy(t, c, "create", "Active", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Status.ServingGeneration == 1 })
-		update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeMonitor })
+		update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeProtect })
 		report(t, c, "clusterwide-create-g2", append(readyOn(metav1.ConditionTrue, 0, 1), initializedTrue())...)
 		p = waitForPolicy(t, c, "create", "shows replicas 0 and 1 Ready for generation 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Generation == 2 && readyReplicas(p.Status, metav1.ConditionTrue) == "0,1"
 		})
-		if p.Status.Phase != kubewardenv1.PhasePending || p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeProtect {
-			t.Errorf("with replica 2 not Ready: phase %s serving %d mode %s; want Pending, 1, protect", p.Status.Phase, p.Status.ServingGeneration, p.Status.Mode)
+		if p.Status.Phase != kubewardenv1.PhasePending || p.Status.ServingGeneration != 1 || p.Status.Mode != kubewardenv1.ModeMonitor {
+			t.Errorf("with replica 2 not Ready: phase %s serving %d mode %s; want Pending, 1, monitor", p.Status.Phase, p.Status.ServingGeneration, p.Status.Mode)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); !strings.HasSuffix(u, "/clusterwide-create/1") {
 			t.Errorf("webhook moved before every replica was Ready: %s", u)
@@ -88,8 +91,8 @@ func TestLifecycle(t *testing.T) {
 		p = waitForPolicy(t, c, "create", "serves generation 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.ServingGeneration == 2 && p.Status.Phase == kubewardenv1.PhaseActive
 		})
-		if p.Status.Mode != kubewardenv1.ModeMonitor {
-			t.Errorf("mode = %s, want monitor", p.Status.Mode)
+		if p.Status.Mode != kubewardenv1.ModeProtect {
+			t.Errorf("mode = %s, want protect", p.Status.Mode)
 		}
 		if u := webhookURL(t, c, "clusterwide-create"); !strings.HasSuffix(u, "/clusterwide-create/2") {
 			t.Errorf("webhook = %s, want generation 2", u)
@@ -108,8 +111,8 @@ func TestLifecycle(t *testing.T) {
 		p := waitForPolicy(t, c, "expiry", "Active once replica 3's Lease expired", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.Phase == kubewardenv1.PhaseActive
 		})
-		if got := readyReplicas(p.Status, metav1.ConditionTrue); got != "0,1" || len(p.Status.Conditions) != 4 {
-			t.Errorf("Ready replicas %q, conditions %+v; want only live replicas 0,1", got, p.Status.Conditions)
+		if got := readyReplicas(p.Status, metav1.ConditionTrue); got != "0,1" || len(p.Status.Replicas) != 2 {
+			t.Errorf("Ready replicas %q, reports %+v; want only live replicas 0,1", got, p.Status.Replicas)
 		}
 		if u := webhookURL(t, c, "clusterwide-expiry"); !strings.HasSuffix(u, "/clusterwide-expiry/1") {
 			t.Errorf("webhook = %q", u)
@@ -130,8 +133,8 @@ func TestLifecycle(t *testing.T) {
 		p = waitForPolicy(t, c, "bad", "Failed", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			return p.Status.Phase == kubewardenv1.PhaseFailed
 		})
-		init := findCondition(p.Status.Conditions, kubewardenv1.ConditionInitialized, nil)
-		if init == nil || init.Reason != "PullError" || !strings.Contains(init.Message, "no such host") || init.PolicyGeneration != 2 {
+		init := findCondition(p.Status.Conditions, kubewardenv1.ConditionInitialized)
+		if init == nil || init.Reason != "PullError" || !strings.Contains(init.Message, "no such host") || init.ObservedGeneration != 2 {
 			t.Errorf("Initialized = %+v, want PullError about generation 2 saying why", init)
 		}
 		if p.Status.ServingGeneration != 1 || !strings.HasSuffix(webhookURL(t, c, "clusterwide-bad"), "/clusterwide-bad/1") {
@@ -143,20 +146,20 @@ func TestLifecycle(t *testing.T) {
 		p := waitForPolicy(t, c, "bad", "Failed on generation 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Generation == 2 })
 		update(t, c, p, func() { p.Annotations = map[string]string{kubewardenv1.RollbackAnnotation: "9"} })
 		p = waitForPolicy(t, c, "bad", "says generation 9 is not kept", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-			r := findCondition(p.Status.Conditions, conditionRollback, nil)
+			r := findCondition(p.Status.Conditions, conditionRollback)
 			return r != nil && r.Status == metav1.ConditionFalse
 		})
-		if r := findCondition(p.Status.Conditions, conditionRollback, nil); r.Message != "generation 9 is not kept; kept generations: 1, 2" {
+		if r := findCondition(p.Status.Conditions, conditionRollback); r.Message != "generation 9 is not kept; kept generations: 1, 2" {
 			t.Errorf("rollback condition = %+v", r)
 		}
 		update(t, c, p, func() { p.Annotations[kubewardenv1.RollbackAnnotation] = "1" })
 		p = waitForPolicy(t, c, "bad", "restored generation 1's spec as generation 3", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-			return p.Generation == 3 && findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled, nil).PolicyGeneration == 3
+			return p.Generation == 3 && findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled).ObservedGeneration == 3
 		})
 		if _, ok := p.Annotations[kubewardenv1.RollbackAnnotation]; ok || p.Spec.Module != "file:///policies/v1.wasm" {
 			t.Errorf("after rollback: annotations %v, module %s", p.Annotations, p.Spec.Module)
 		}
-		if findCondition(p.Status.Conditions, conditionRollback, nil) != nil {
+		if findCondition(p.Status.Conditions, conditionRollback) != nil {
 			t.Errorf("the failed rollback's condition outlived the annotation")
 		}
 		report(t, c, "clusterwide-bad-g3", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
@@ -173,14 +176,14 @@ func TestLifecycle(t *testing.T) {
 		}
 		for gen := 2; gen <= 5; gen++ {
 			waitForPolicy(t, c, "gc", "scheduled", func(q *kubewardenv1.ClusterAdmissionPolicy) bool {
-				s := findCondition(q.Status.Conditions, kubewardenv1.ConditionScheduled, nil)
-				return s != nil && s.PolicyGeneration == int64(gen-1)
+				s := findCondition(q.Status.Conditions, kubewardenv1.ConditionScheduled)
+				return s != nil && s.ObservedGeneration == int64(gen-1)
 			})
 			update(t, c, p, func() { p.Spec.Module = "file:///policies/v" + string(rune('0'+gen)) + ".wasm" })
 		}
 		waitForPolicy(t, c, "gc", "scheduled generation 5", func(q *kubewardenv1.ClusterAdmissionPolicy) bool {
-			s := findCondition(q.Status.Conditions, kubewardenv1.ConditionScheduled, nil)
-			return s != nil && s.PolicyGeneration == 5
+			s := findCondition(q.Status.Conditions, kubewardenv1.ConditionScheduled)
+			return s != nil && s.ObservedGeneration == 5
 		})
 		if gens := revisionGenerations(t, c, "clusterwide-gc"); len(gens) != 5 {
 			t.Errorf("revisions before anything serves: %v, want all 5 kept", gens)

@@ -1,6 +1,7 @@
 package admissionpolicy
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,16 +13,28 @@ import (
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-func ready(replica int32, gen int64, status metav1.ConditionStatus) kubewardenv1.PolicyCondition {
-	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionReady, Status: status, Replica: ptrTo(replica), PolicyGeneration: gen, Reason: "Loaded"}
+func ready(replica int32, gen int64, status metav1.ConditionStatus) kubewardenv1.ReplicaStatus {
+	return kubewardenv1.ReplicaStatus{Replica: replica, Ready: status, PolicyGeneration: gen, Reason: "Loaded"}
 }
 
 func initialized(status metav1.ConditionStatus, reason string) kubewardenv1.PolicyCondition {
 	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized, Status: status, Reason: reason}
 }
 
-func rev(gen int64, conds ...kubewardenv1.PolicyCondition) revisionState {
-	return revisionState{Name: "clusterwide-p-g" + string(rune('0'+gen)), Generation: gen, Enabled: true, Mode: kubewardenv1.ModeProtect, Conditions: conds}
+// rev is a revision with the leader's conditions and the replicas' reports, in any order.
+func rev(gen int64, reports ...any) revisionState {
+	r := revisionState{Name: "clusterwide-p-g" + string(rune('0'+gen)), Generation: gen, Enabled: true, Mode: kubewardenv1.ModeProtect}
+	for _, x := range reports {
+		switch x := x.(type) {
+		case kubewardenv1.PolicyCondition:
+			r.Conditions = append(r.Conditions, x)
+		case kubewardenv1.ReplicaStatus:
+			r.Replicas = append(r.Replicas, x)
+		default:
+			panic(fmt.Sprintf("rev: %T", x))
+		}
+	}
+	return r
 }
 
 func replicas(ns ...int32) map[int32]bool {
@@ -32,8 +45,8 @@ func replicas(ns ...int32) map[int32]bool {
 	return m
 }
 
-func allReady(gen int64, ns ...int32) []kubewardenv1.PolicyCondition {
-	out := []kubewardenv1.PolicyCondition{initialized(metav1.ConditionTrue, "Initialized")}
+func allReady(gen int64, ns ...int32) []any {
+	out := []any{initialized(metav1.ConditionTrue, "Initialized")}
 	for _, n := range ns {
 		out = append(out, ready(n, gen, metav1.ConditionTrue))
 	}
@@ -131,25 +144,59 @@ func TestDecide(t *testing.T) {
 				t.Errorf("collect = %v, want %v", d.Collect, tt.wantCollect)
 			}
 			got := map[int32]metav1.ConditionStatus{}
-			for _, c := range d.Status.Conditions {
-				if c.Type == kubewardenv1.ConditionReady {
-					n := int32(-1) // the policy-wide Ready of no live replica
-					if c.Replica != nil {
-						n = *c.Replica
-					}
-					got[n] = c.Status
-					if c.PolicyGeneration != tt.in.Generation {
-						t.Errorf("Ready of replica %d is about generation %d, want %d", n, c.PolicyGeneration, tt.in.Generation)
-					}
+			for _, rs := range d.Status.Replicas {
+				got[rs.Replica] = rs.Ready
+				if rs.PolicyGeneration != tt.in.Generation {
+					t.Errorf("replica %d's report is about generation %d, want %d", rs.Replica, rs.PolicyGeneration, tt.in.Generation)
+				}
+			}
+			// -1 is the policy-wide Ready when no replica is live: no report, Ready Unknown.
+			wantSummary := metav1.ConditionTrue
+			for n, s := range tt.wantReady {
+				switch {
+				case n == -1 || s == metav1.ConditionFalse:
+					wantSummary = s
+				case s == metav1.ConditionUnknown && wantSummary == metav1.ConditionTrue:
+					wantSummary = s
+				}
+				if n == -1 {
+					delete(tt.wantReady, n)
 				}
 			}
 			if len(got) != len(tt.wantReady) {
-				t.Errorf("Ready conditions = %v, want %v", got, tt.wantReady)
+				t.Errorf("replica reports = %v, want %v", got, tt.wantReady)
 			}
 			for n, s := range tt.wantReady {
 				if got[n] != s {
 					t.Errorf("Ready of replica %d = %s, want %s", n, got[n], s)
 				}
+			}
+			seen := map[string]bool{}
+			for _, c := range d.Status.Conditions {
+				if seen[c.Type] {
+					t.Errorf("condition %s appears twice: %+v", c.Type, d.Status.Conditions)
+				}
+				seen[c.Type] = true
+				if c.ObservedGeneration != tt.in.Generation || c.Reason == "" || c.LastTransitionTime.IsZero() {
+					t.Errorf("condition %+v: want observedGeneration %d, a reason and a transition time", c, tt.in.Generation)
+				}
+			}
+			if c := findCondition(d.Status.Conditions, kubewardenv1.ConditionReady); c == nil || c.Status != wantSummary {
+				t.Errorf("Ready = %+v, want %s", c, wantSummary)
+			}
+			wantActive := metav1.ConditionFalse
+			if tt.wantServing == tt.in.Generation {
+				wantActive = metav1.ConditionTrue
+			}
+			if c := findCondition(d.Status.Conditions, kubewardenv1.ConditionPolicyActive); c == nil || c.Status != wantActive {
+				t.Errorf("PolicyActive = %+v, want %s", c, wantActive)
+			}
+			wantStatus := kubewardenv1.PolicyStatusPending
+			if tt.wantServing > 0 {
+				wantStatus = kubewardenv1.PolicyStatusActive
+			}
+			if d.Status.PolicyStatus != wantStatus {
+				t.Errorf("policyStatus = %s, want %s", d.Status.PolicyStatus, wantStatus)
 			}
 		})
 	}
@@ -158,11 +205,16 @@ func TestDecide(t *testing.T) {
 func TestDecide_UnchangedStateKeepsTransitionTimes_SoNothingIsWritten(t *testing.T) {
 	in := observed{Generation: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...)}, Live: replicas(0), Now: now}
 	first := decide(in)
-	in.Previous, in.Serving, in.Now = first.Status.Conditions, first.Serving, now.Add(time.Hour)
+	in.Previous, in.Serving, in.Now = first.Status, first.Serving, now.Add(time.Hour)
 	second := decide(in)
 	for i := range first.Status.Conditions {
 		if !first.Status.Conditions[i].LastTransitionTime.Equal(&second.Status.Conditions[i].LastTransitionTime) {
 			t.Errorf("condition %s moved its transition time", first.Status.Conditions[i].Type)
+		}
+	}
+	for i := range first.Status.Replicas {
+		if !first.Status.Replicas[i].LastTransitionTime.Equal(&second.Status.Replicas[i].LastTransitionTime) {
+			t.Errorf("replica %d moved its transition time", first.Status.Replicas[i].Replica)
 		}
 	}
 }
@@ -183,7 +235,22 @@ func TestDecide_BlockedByAnotherPolicysObject_ServingStaysAndFailed(t *testing.T
 	if d.Serving != 4 || d.Status.ServingGeneration != 4 || len(d.Collect) != 0 {
 		t.Errorf("serving %d (status %d), collect %v; want generation 4 to keep serving and nothing collected", d.Serving, d.Status.ServingGeneration, d.Collect)
 	}
-	if c := findCondition(d.Status.Conditions, conditionConflict, nil); d.Status.Phase != kubewardenv1.PhaseFailed || c == nil || c.Status != metav1.ConditionTrue {
+	if c := findCondition(d.Status.Conditions, conditionConflict); d.Status.Phase != kubewardenv1.PhaseFailed || c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("phase %s, conditions %+v; want Failed with Conflict", d.Status.Phase, d.Status.Conditions)
+	}
+}
+
+func TestDecide_PolicyServerMissing_Scheduled(t *testing.T) {
+	d := decide(observed{Generation: 1, Revisions: []revisionState{rev(1)}, PolicyServerMissing: true, Now: now})
+	if d.Status.PolicyStatus != kubewardenv1.PolicyStatusScheduled {
+		t.Errorf("policyStatus = %s, want scheduled", d.Status.PolicyStatus)
+	}
+}
+
+func TestDecide_NewGenerationPending_PolicyActiveFalseButStatusStaysActive(t *testing.T) {
+	d := decide(observed{Generation: 2, Serving: 1, Revisions: []revisionState{rev(1, allReady(1, 0)...), rev(2)}, Live: replicas(0), Now: now})
+	c := findCondition(d.Status.Conditions, kubewardenv1.ConditionPolicyActive)
+	if d.Status.PolicyStatus != kubewardenv1.PolicyStatusActive || c.Status != metav1.ConditionFalse || c.Reason != "GenerationPending" {
+		t.Errorf("policyStatus %s, PolicyActive %+v; want active (generation 1 answers) and PolicyActive False for generation 2", d.Status.PolicyStatus, c)
 	}
 }

@@ -4,10 +4,18 @@
 // Every generation of a ClusterAdmissionPolicy or AdmissionPolicy becomes a PolicyRevision in the
 // controller's namespace, marked Scheduled. The policy server's leader pulls, precompiles,
 // validates and signs it (Initialized); every replica loads it beside the generation it already
-// serves and reports Ready with its replica number. Only when every live replica (one whose Lease
-// is current) is Ready for generation N does the policy's webhook configuration move to
-// `/validate/<policy>/<N>`; until then, and forever if N fails, the previous generation keeps
-// answering. Revisions beyond the PolicyServer's kept count are then disabled and deleted.
+// serves and reports whether it did in the revision's status.replicas. Only when every live
+// replica (one whose Lease is current) is Ready for generation N does the policy's webhook
+// configuration move to `/validate/<policy>/<N>`; until then, and forever if N fails, the
+// previous generation keeps answering. Revisions beyond the PolicyServer's kept count are then
+// disabled and deleted.
+//
+// A policy's status holds Kubewarden's policyStatus (scheduled, pending, active) and standard
+// conditions, one per type, each with the generation it is about as observedGeneration:
+// Scheduled, Initialized, Ready (every live replica serves the newest generation; the replicas'
+// own reports are in status.replicas) and Kubewarden's PolicyActive (the webhook configuration
+// calls the newest generation), so `kubectl wait --for=condition=PolicyActive` after an apply
+// returns once that generation answers.
 //
 // The rollback annotation (kubewardenv1.RollbackAnnotation) names a kept generation whose spec is
 // copied back to the policy, which then goes through the same lifecycle as a new generation — an

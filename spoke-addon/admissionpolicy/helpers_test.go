@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func clusterPolicy(name, ps string) *kubewardenv1.ClusterAdmissionPolicy {
 	return &kubewardenv1.ClusterAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: kubewardenv1.PolicySpec{
-			PolicyServer: ps, Module: "file:///policies/v1.wasm", FailurePolicy: &ignore,
+			PolicyServer: ps, Module: "file:///policies/v1.wasm", FailurePolicy: &ignore, BackgroundAudit: true,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
@@ -102,27 +103,40 @@ func liveLeases(t testing.TB, c client.Client, ps string, replicas ...int32) {
 	}
 }
 
-// report plays the policy server: it merges conditions into a revision's status per
-// (type, replica), as the leader and the replicas do.
-func report(t testing.TB, c client.Client, revision string, conds ...kubewardenv1.PolicyCondition) {
+// report plays the policy server: it merges the leader's conditions (by type) and the replicas'
+// reports (by replica) into a revision's status, as the leader and the replicas do.
+func report(t testing.TB, c client.Client, revision string, reports ...any) {
 	t.Helper()
 	eventually(t, "revision "+revision+" takes the report", func() bool {
 		rev := &kubewardenv1.PolicyRevision{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: revision}, rev); err != nil {
 			return false
 		}
-		for _, c := range conds {
-			c.LastTransitionTime = metav1.Now()
-			if c.PolicyGeneration == 0 {
-				c.PolicyGeneration = rev.Spec.PolicyGeneration
-			}
-			if old := findCondition(rev.Status.Conditions, c.Type, c.Replica); old != nil {
-				*old = c
-			} else {
+		for _, x := range reports {
+			switch c := x.(type) {
+			case kubewardenv1.PolicyCondition:
+				c.LastTransitionTime = metav1.Now()
+				if c.PolicyGeneration == 0 {
+					c.PolicyGeneration = rev.Spec.PolicyGeneration
+				}
+				rev.Status.Conditions = slices.DeleteFunc(rev.Status.Conditions, func(o kubewardenv1.PolicyCondition) bool { return o.Type == c.Type })
 				rev.Status.Conditions = append(rev.Status.Conditions, c)
+			case kubewardenv1.ReplicaStatus:
+				c.LastTransitionTime = metav1.Now()
+				if c.PolicyGeneration == 0 {
+					c.PolicyGeneration = rev.Spec.PolicyGeneration
+				}
+				rev.Status.Replicas = slices.DeleteFunc(rev.Status.Replicas, func(o kubewardenv1.ReplicaStatus) bool { return o.Replica == c.Replica })
+				rev.Status.Replicas = append(rev.Status.Replicas, c)
+			default:
+				t.Fatalf("report: %T", x)
 			}
 		}
-		return c.Status().Update(context.Background(), rev) == nil
+		err := c.Status().Update(context.Background(), rev)
+		if err != nil {
+			t.Logf("report to %s: %v", revision, err)
+		}
+		return err == nil
 	})
 }
 
@@ -130,10 +144,10 @@ func initializedTrue() kubewardenv1.PolicyCondition {
 	return kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "signed"}
 }
 
-func readyOn(status metav1.ConditionStatus, replicas ...int32) []kubewardenv1.PolicyCondition {
-	var out []kubewardenv1.PolicyCondition
+func readyOn(status metav1.ConditionStatus, replicas ...int32) []any {
+	var out []any
 	for _, n := range replicas {
-		out = append(out, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionReady, Status: status, Replica: ptrTo(n), Reason: "Loaded"})
+		out = append(out, kubewardenv1.ReplicaStatus{Replica: n, Ready: status, Reason: "Loaded"})
 	}
 	return out
 }
@@ -157,12 +171,12 @@ func waitForPolicy(t testing.TB, c client.Client, name, what string, cond func(*
 	}
 }
 
-// readyReplicas lists the replicas whose Ready condition on the policy has status.
+// readyReplicas lists the replicas whose report on the policy has readiness status.
 func readyReplicas(st kubewardenv1.PolicyStatus, status metav1.ConditionStatus) string {
 	var out []string
-	for _, c := range st.Conditions {
-		if c.Type == kubewardenv1.ConditionReady && c.Status == status && c.Replica != nil {
-			out = append(out, fmt.Sprint(*c.Replica))
+	for _, rs := range st.Replicas {
+		if rs.Ready == status {
+			out = append(out, fmt.Sprint(rs.Replica))
 		}
 	}
 	return strings.Join(out, ",")
@@ -216,4 +230,14 @@ func update(t testing.TB, c client.Client, obj client.Object, change func()) {
 		change()
 		return c.Update(context.Background(), obj) == nil
 	})
+}
+
+// revisionCondition is the revision's condition of type typ (Scheduled or Initialized).
+func revisionCondition(rev *kubewardenv1.PolicyRevision, typ string) *kubewardenv1.PolicyCondition {
+	for i := range rev.Status.Conditions {
+		if rev.Status.Conditions[i].Type == typ {
+			return &rev.Status.Conditions[i]
+		}
+	}
+	return nil
 }

@@ -32,11 +32,11 @@ func (c *ownershipConflict) Error() string {
 }
 
 // condition is what the policy's status says while the conflict lasts.
-func (c *ownershipConflict) condition(generation int64) kubewardenv1.PolicyCondition {
-	return kubewardenv1.PolicyCondition{
+func (c *ownershipConflict) condition(generation int64) metav1.Condition {
+	return metav1.Condition{
 		Type: conditionConflict, Status: metav1.ConditionTrue, Reason: "OwnedByAnotherPolicy",
-		Message:          c.Error() + ", and this policy's newest generation is not served until it is gone",
-		PolicyGeneration: generation,
+		Message:            c.Error() + ", and this policy's newest generation is not served until it is gone",
+		ObservedGeneration: generation,
 	}
 }
 

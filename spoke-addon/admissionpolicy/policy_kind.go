@@ -72,6 +72,6 @@ func stateOf(rev *kubewardenv1.PolicyRevision) revisionState {
 	}
 	return revisionState{
 		Name: rev.Name, Generation: rev.Spec.PolicyGeneration, Enabled: rev.Spec.Enabled,
-		Mode: data.Mode, Conditions: rev.Status.Conditions,
+		Mode: data.Mode, Conditions: rev.Status.Conditions, Replicas: rev.Status.Replicas,
 	}
 }

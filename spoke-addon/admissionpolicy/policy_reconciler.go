@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -55,8 +54,11 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, obj, ref)
 	}
+	// A patch of the finalizers alone: an update would send the spec as the Go types encode it,
+	// dropping a user's explicit `mutating: false` and bumping the generation for nothing.
+	before := obj.DeepCopyObject().(client.Object)
 	if controllerutil.AddFinalizer(obj, finalizer) {
-		if err := r.client.Update(ctx, obj); err != nil {
+		if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -64,7 +66,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var extra []kubewardenv1.PolicyCondition
+	var extra []metav1.Condition
 	if target, ok := obj.GetAnnotations()[kubewardenv1.RollbackAnnotation]; ok {
 		done, cond, err := r.rollback(ctx, obj, target, revs)
 		if err != nil || done {
@@ -84,7 +86,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // a revision is only collected once no webhook points at it. conflict, when set, is an object the
 // policy needs that another policy owns: nothing moves until it is gone.
 func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Object, ref kubewardenv1.PolicyReference,
-	revs []kubewardenv1.PolicyRevision, extra []kubewardenv1.PolicyCondition, conflict *ownershipConflict) (ctrl.Result, error) {
+	revs []kubewardenv1.PolicyRevision, extra []metav1.Condition, conflict *ownershipConflict) (ctrl.Result, error) {
 	ps := policyServerOf(obj)
 	leases := &coordinationv1.LeaseList{}
 	if err := r.nsReader.List(ctx, leases, client.InNamespace(r.namespace)); err != nil {
@@ -92,7 +94,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	}
 	now := r.clock.Now()
 	live, nextExpiry := liveReplicas(ps, leases.Items, now)
-	kept, err := r.keptRevisions(ctx, ps)
+	kept, psMissing, err := r.keptRevisions(ctx, ps)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -103,7 +105,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	}
 	o := observed{
 		Generation: obj.GetGeneration(), Serving: status.ServingGeneration, Revisions: states,
-		Live: live, Kept: kept, Previous: status.Conditions, Extra: extra, Now: now,
+		Live: live, Kept: kept, PolicyServerMissing: psMissing, Previous: *status, Extra: extra, Now: now,
 	}
 	if conflict != nil {
 		o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
@@ -111,11 +113,21 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	d := decide(o)
 	if d.Serving > 0 && conflict == nil {
 		switched, err := r.applyWebhooks(ctx, obj, ref, d.Serving, revs)
-		if errors.As(err, &conflict) {
+		switch {
+		case errors.As(err, &conflict):
 			// Decide again: the webhook stays where it is, so must the status.
 			o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
 			d = decide(o)
-		} else if err != nil {
+		case apierrors.IsInvalid(err):
+			// The apiserver refuses what the generation asks for (a matchConditions expression
+			// that does not compile): the previous webhook stays, and the user is told why.
+			refused := webhookRefused(d.Serving, obj.GetGeneration(), err)
+			o.Blocked = &refused
+			d = decide(o)
+			if prev := findCondition(status.Conditions, conditionWebhook); prev == nil || prev.Message != refused.Message {
+				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "WebhookRefused", "Serve", "%s", refused.Message)
+			}
+		case err != nil:
 			return ctrl.Result{}, err
 		}
 		if switched {
@@ -129,7 +141,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	}
 	if conflict != nil {
 		// Every reconcile of a blocked policy comes here; say it once per new answer.
-		if prev := findCondition(status.Conditions, conditionConflict, nil); prev == nil || prev.Message != o.Blocked.Message {
+		if prev := findCondition(status.Conditions, conditionConflict); prev == nil || prev.Message != o.Blocked.Message {
 			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "OwnedByAnotherPolicy", "Serve", "%s", o.Blocked.Message)
 		}
 	}
@@ -140,7 +152,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 		if d.Status.Phase == kubewardenv1.PhaseFailed && status.Phase != kubewardenv1.PhaseFailed {
 			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "GenerationFailed", "Serve",
 				"generation %d cannot be served (%s); generation %d keeps serving", obj.GetGeneration(),
-				failureMessage(d.Status.Conditions), d.Serving)
+				failureMessage(d.Status), d.Serving)
 		}
 		*status = d.Status
 		if err := r.client.Status().Update(ctx, obj); err != nil {
@@ -158,18 +170,20 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	return ctrl.Result{}, nil
 }
 
-// failureMessage joins the reasons the newest generation failed, for the Event.
-func failureMessage(conds []kubewardenv1.PolicyCondition) string {
-	for _, c := range conds {
-		if c.Type == conditionConflict && c.Status == metav1.ConditionTrue {
+// failureMessage says why the newest generation failed, for the Event: the conflict, the
+// leader's Initialized, or the first replica that could not load it.
+func failureMessage(st kubewardenv1.PolicyStatus) string {
+	for _, c := range st.Conditions {
+		if (c.Type == conditionConflict && c.Status == metav1.ConditionTrue) || (c.Type == conditionWebhook && c.Status == metav1.ConditionFalse) {
 			return c.Message
 		}
-		if (c.Type == kubewardenv1.ConditionInitialized || c.Type == kubewardenv1.ConditionReady) && c.Status == metav1.ConditionFalse {
-			who := "leader"
-			if c.Replica != nil {
-				who = "replica " + strconv.Itoa(int(*c.Replica))
-			}
-			return fmt.Sprintf("%s %s: %s", who, c.Reason, c.Message)
+		if c.Type == kubewardenv1.ConditionInitialized && c.Status == metav1.ConditionFalse {
+			return fmt.Sprintf("leader %s: %s", c.Reason, c.Message)
+		}
+	}
+	for _, rs := range st.Replicas {
+		if rs.Ready == metav1.ConditionFalse {
+			return fmt.Sprintf("replica %d %s: %s", rs.Replica, rs.Reason, rs.Message)
 		}
 	}
 	return "unknown"
@@ -238,7 +252,7 @@ func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object
 		revs = append(revs, *rev)
 		rev = &revs[len(revs)-1]
 	}
-	if findCondition(rev.Status.Conditions, kubewardenv1.ConditionScheduled, nil) == nil {
+	if !hasRevisionCondition(rev.Status.Conditions, kubewardenv1.ConditionScheduled) {
 		rev.Status.Conditions = append(rev.Status.Conditions, kubewardenv1.PolicyCondition{
 			Type: kubewardenv1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: "RevisionCreated",
 			Message:            fmt.Sprintf("generation %d is waiting for the policy server", gen),
@@ -253,17 +267,31 @@ func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object
 	return revs, nil
 }
 
-// keptRevisions is the PolicyServer's kept count; the default while the PolicyServer is missing.
-func (r *policyReconciler) keptRevisions(ctx context.Context, ps string) (int, error) {
+// keptRevisions is the PolicyServer's kept count, the default while the PolicyServer is missing,
+// and whether it is missing or being deleted.
+func (r *policyReconciler) keptRevisions(ctx context.Context, ps string) (int, bool, error) {
 	server := &kubewardenv1.PolicyServer{}
 	err := r.reader.Get(ctx, client.ObjectKey{Name: ps}, server)
-	if apierrors.IsNotFound(err) || (err == nil && server.Spec.KeptRevisions < 1) {
-		return defaultKeptRevisions, nil
+	if apierrors.IsNotFound(err) {
+		return defaultKeptRevisions, true, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read PolicyServer %s: %w", ps, err)
+		return 0, false, fmt.Errorf("read PolicyServer %s: %w", ps, err)
 	}
-	return int(server.Spec.KeptRevisions), nil
+	missing := !server.DeletionTimestamp.IsZero()
+	if server.Spec.KeptRevisions < 1 {
+		return defaultKeptRevisions, missing, nil
+	}
+	return int(server.Spec.KeptRevisions), missing, nil
+}
+
+func hasRevisionCondition(conds []kubewardenv1.PolicyCondition, typ string) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // collect disables, then deletes, the revisions beyond the kept count; disabling first tells the
@@ -309,8 +337,9 @@ func (r *policyReconciler) reconcileDelete(ctx context.Context, obj client.Objec
 	if err := r.deleteRevisions(ctx, ref); err != nil {
 		return err
 	}
+	before := obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(obj, finalizer)
-	if err := r.client.Update(ctx, obj); client.IgnoreNotFound(err) != nil {
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil

@@ -244,22 +244,26 @@ func TestPolicyServerRBAC_ContextReadsFollowTheNewestAndTheServingGeneration_Acr
 	waitForPolicy(t, c, "reader", "serving 2", serves(2))
 	eventually(t, "namespaces go once generation 1 stops serving", both(refused("a", "namespaces"), reads("a", "configmaps")))
 
-	// Moved to b: b reads at once, a until b's replicas serve the policy.
-	update(t, c, p, func() { p.Spec.PolicyServer = "b" })
-	eventually(t, "b reads configmaps for the moved policy", reads("b", "configmaps"))
-	if !reads("a", "configmaps")() {
-		t.Error("a still serves generation 2, but its configmaps were taken away")
+	// Moved to b: policyServer is immutable, as in Kubewarden, so a move is a new policy on b
+	// and the old one deleted. b reads at once; a's configmaps go with its policy.
+	moved := clusterPolicy("reader-b", "b")
+	moved.Spec.ContextAwareResources = p.Spec.ContextAwareResources
+	if err := c.Create(ctx, moved); err != nil {
+		t.Fatal(err)
 	}
-	report(t, c, "clusterwide-reader-g3", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
-	waitForPolicy(t, c, "reader", "serving 3", serves(3))
-	eventually(t, "a's configmaps go once b serves the policy", refused("a", "configmaps"))
+	eventually(t, "b reads configmaps for the moved policy", reads("b", "configmaps"))
+	if err := c.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's configmaps go with its policy", refused("a", "configmaps"))
+	p = moved
 
 	// A kind the cluster does not serve is reported and skipped; the rest stays granted.
 	update(t, c, p, func() {
 		p.Spec.ContextAwareResources = append(p.Spec.ContextAwareResources, kubewardenv1.ContextAwareResource{APIVersion: "example.com/v1", Kind: "Widget"})
 	})
 	cond := waitRBAC(t, c, "b", metav1.ConditionFalse, "UnknownContextAwareResource")
-	if !strings.Contains(cond.Message, "ClusterAdmissionPolicy reader: example.com/v1 Widget") || !strings.Contains(cond.Message, "configmaps") {
+	if !strings.Contains(cond.Message, "ClusterAdmissionPolicy reader-b: example.com/v1 Widget") || !strings.Contains(cond.Message, "configmaps") {
 		t.Errorf("condition message %q should name the policy, the kind, and what is granted", cond.Message)
 	}
 	if !reads("b", "configmaps")() {
@@ -382,11 +386,11 @@ func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *tes
 	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "clusterwide-unsigned-p-g1"}, rev); err != nil {
 		t.Fatal(err)
 	}
-	init := findCondition(rev.Status.Conditions, kubewardenv1.ConditionInitialized, nil)
+	init := revisionCondition(rev, kubewardenv1.ConditionInitialized)
 	if init == nil || init.Reason != "InitializedUnsigned" || !strings.Contains(init.Message, leaderIdentityName("unsigned")) || rev.Status.CacheKey != "" {
 		t.Errorf("Initialized = %+v, cache key %q: want unsigned, naming the leader identity, no entry", init, rev.Status.CacheKey)
 	}
-	if ready := findCondition(rev.Status.Conditions, kubewardenv1.ConditionReady, ptrTo(int32(0))); ready == nil || ready.Reason != "CompiledLocally" {
+	if ready := findReplica(rev.Status.Replicas, 0); ready == nil || ready.Reason != "CompiledLocally" {
 		t.Errorf("Ready on replica 0 = %+v, want CompiledLocally", ready)
 	}
 }

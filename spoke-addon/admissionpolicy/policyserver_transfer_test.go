@@ -80,9 +80,9 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 		t.Fatal(err)
 	}
 	for n := range int32(3) {
-		cond := findCondition(rev.Status.Conditions, kubewardenv1.ConditionReady, &n)
-		if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != lifecycle.ReasonLoaded {
-			t.Errorf("replica %d: Ready %+v, want True %s (from the signed entry)", n, cond, lifecycle.ReasonLoaded)
+		rs := findReplica(rev.Status.Replicas, n)
+		if rs == nil || rs.Ready != metav1.ConditionTrue || rs.Reason != lifecycle.ReasonLoaded {
+			t.Errorf("replica %d: %+v, want Ready True %s (from the signed entry)", n, rs, lifecycle.ReasonLoaded)
 		}
 		if _, err := os.Stat(filepath.Join(roots[n], "v1", rev.Status.CacheKey, "entry.json")); err != nil {
 			t.Errorf("replica %d serves generation 2 without the signed entry in its own cache: %v", n, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,8 +17,8 @@ import (
 
 // rollbackTarget finds the kept revision the annotation names; the condition says why there is
 // none, naming the generations that are kept.
-func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewardenv1.PolicyCondition) {
-	cond := kubewardenv1.PolicyCondition{Type: conditionRollback, Status: metav1.ConditionFalse}
+func rollbackTarget(value string, revs []revisionState) (*revisionState, metav1.Condition) {
+	cond := metav1.Condition{Type: conditionRollback, Status: metav1.ConditionFalse}
 	gen, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
 		cond.Reason = "InvalidGeneration"
@@ -26,7 +27,7 @@ func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewar
 		return nil, cond
 	}
 	if r := findRevision(revs, gen); r != nil {
-		return r, kubewardenv1.PolicyCondition{}
+		return r, metav1.Condition{}
 	}
 	cond.Reason = "UnknownGeneration"
 	cond.Message = fmt.Sprintf("generation %d is not kept; kept generations: %s", gen, keptGenerations(revs))
@@ -36,7 +37,7 @@ func rollbackTarget(value string, revs []revisionState) (*revisionState, kubewar
 // rollback copies the named revision's spec back to the policy and removes the annotation, so the
 // restored spec becomes a new generation and goes through the lifecycle (done). When the
 // generation is not kept, the annotation stays and the returned condition says why.
-func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, value string, revs []kubewardenv1.PolicyRevision) (bool, kubewardenv1.PolicyCondition, error) {
+func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, value string, revs []kubewardenv1.PolicyRevision) (bool, metav1.Condition, error) {
 	states := make([]revisionState, len(revs))
 	for i := range revs {
 		states[i] = stateOf(&revs[i])
@@ -44,11 +45,12 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 	target, cond := rollbackTarget(value, states)
 	if target == nil {
 		// Every reconcile comes here while the annotation stays; say it once per new answer.
-		if prev := findCondition(statusOf(obj).Conditions, conditionRollback, nil); prev == nil || prev.Message != cond.Message {
+		if prev := findCondition(statusOf(obj).Conditions, conditionRollback); prev == nil || prev.Message != cond.Message {
 			rollbacks.WithLabelValues("unknown_generation").Inc()
 			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
 		}
 		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
+		cond.ObservedGeneration = obj.GetGeneration()
 		return false, cond, nil
 	}
 	var data []byte
@@ -57,21 +59,34 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 			data = revs[i].Spec.Data.Raw
 		}
 	}
-	spec := specOf(obj)
 	restored := kubewardenv1.PolicySpec{}
 	if err := json.Unmarshal(data, &restored); err != nil {
 		return false, cond, fmt.Errorf("decode revision %s: %w", target.Name, err)
 	}
-	*spec = restored
-	annotations := obj.GetAnnotations()
+	// A copy: when the apiserver refuses the restored spec, the policy stays as it is.
+	updated := obj.DeepCopyObject().(client.Object)
+	*specOf(updated) = restored
+	annotations := updated.GetAnnotations()
 	delete(annotations, kubewardenv1.RollbackAnnotation)
-	obj.SetAnnotations(annotations)
-	if err := r.client.Update(ctx, obj); err != nil {
+	updated.SetAnnotations(annotations)
+	if err := r.client.Update(ctx, updated); apierrors.IsInvalid(err) {
+		// Kubewarden's rules hold for rollbacks too: a generation served by another
+		// PolicyServer, or in monitor mode under a protect policy, cannot be restored.
+		cond = metav1.Condition{Type: conditionRollback, Status: metav1.ConditionFalse, Reason: "RollbackRefused",
+			Message: fmt.Sprintf("generation %d cannot be restored: %v", target.Generation, err)}
+		if prev := findCondition(statusOf(obj).Conditions, conditionRollback); prev == nil || prev.Message != cond.Message {
+			rollbacks.WithLabelValues("refused").Inc()
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
+		}
+		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
+		cond.ObservedGeneration = obj.GetGeneration()
+		return false, cond, nil
+	} else if err != nil {
 		return false, cond, fmt.Errorf("restore generation %d: %w", target.Generation, err)
 	}
 	rollbacks.WithLabelValues("restored").Inc()
 	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, "RolledBack", "Rollback",
 		"restored the spec of generation %d; it is served as generation %d once every replica is Ready",
-		target.Generation, obj.GetGeneration())
+		target.Generation, updated.GetGeneration())
 	return true, cond, nil
 }

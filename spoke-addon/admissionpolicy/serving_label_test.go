@@ -30,7 +30,7 @@ func TestServingLabel_FollowsTheWebhookFromRevisionToRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForPolicy(t, c, "label", "Scheduled", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
-		return findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled, nil) != nil
+		return findCondition(p.Status.Conditions, kubewardenv1.ConditionScheduled) != nil
 	})
 	if serving("clusterwide-label-g1") {
 		t.Fatal("generation 1 labelled serving before any replica was Ready")
@@ -39,7 +39,7 @@ func TestServingLabel_FollowsTheWebhookFromRevisionToRevision(t *testing.T) {
 	eventually(t, "generation 1 labelled serving", func() bool { return serving("clusterwide-label-g1") })
 
 	p := waitForPolicy(t, c, "label", "serving 1", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Status.ServingGeneration == 1 })
-	update(t, c, p, func() { p.Spec.Mode = kubewardenv1.ModeMonitor })
+	update(t, c, p, func() { p.Spec.Module = "file:///policies/v2.wasm" })
 	report(t, c, "clusterwide-label-g2", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
 	waitForPolicy(t, c, "label", "replica 0 Ready on 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 		return p.Generation == 2 && readyReplicas(p.Status, metav1.ConditionTrue) == "0"

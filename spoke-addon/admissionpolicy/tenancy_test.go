@@ -84,7 +84,7 @@ func TestTenancy(t *testing.T) {
 		}
 		serve(t, c, p)
 		waitForTenantPolicy(t, c, p, "Failed with a Conflict naming the owner", func(q *kubewardenv1.AdmissionPolicy) bool {
-			cond := findCondition(q.Status.Conditions, conditionConflict, nil)
+			cond := findCondition(q.Status.Conditions, conditionConflict)
 			return q.Status.Phase == kubewardenv1.PhaseFailed && q.Status.ServingGeneration == 0 && cond != nil &&
 				strings.Contains(cond.Message, "belongs to AdmissionPolicy taken-p/other")
 		})
@@ -159,7 +159,7 @@ func TestTenancy(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitForTenantPolicy(t, c, p, "Failed with a Conflict naming the owner", func(q *kubewardenv1.AdmissionPolicy) bool {
-			cond := findCondition(q.Status.Conditions, conditionConflict, nil)
+			cond := findCondition(q.Status.Conditions, conditionConflict)
 			return q.Status.Phase == kubewardenv1.PhaseFailed && cond != nil && strings.Contains(cond.Message, "belongs to AdmissionPolicy revs-p/other")
 		})
 		eventually(t, "a Warning event on the policy", func() bool {

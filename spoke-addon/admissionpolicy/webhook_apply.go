@@ -206,3 +206,16 @@ func (r *policyReconciler) deleteRenamed(ctx context.Context, ref kubewardenv1.P
 	}
 	return nil
 }
+
+// conditionWebhook on a policy says the apiserver refused the webhook configuration of its
+// newest generation.
+const conditionWebhook = "WebhookConfigured"
+
+// webhookRefused is the condition for a refused webhook configuration: the generation is not
+// served, the previous one keeps its webhook.
+func webhookRefused(serving, generation int64, err error) metav1.Condition {
+	return metav1.Condition{
+		Type: conditionWebhook, Status: metav1.ConditionFalse, Reason: "WebhookRefused", ObservedGeneration: generation,
+		Message: fmt.Sprintf("the apiserver refused the webhook configuration of generation %d: %v", serving, err),
+	}
+}

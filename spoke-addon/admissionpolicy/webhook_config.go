@@ -2,6 +2,7 @@ package admissionpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -62,7 +63,9 @@ func parsePolicyRef(s string) (kind, namespace, name string, ok bool) {
 }
 
 // webhookFor builds the webhook that sends the policy's requests to generation of its policy
-// server. An AdmissionPolicy sees only its own namespace, whatever its selector says.
+// server. An AdmissionPolicy sees only its own namespace, whatever its selector says; a
+// ClusterAdmissionPolicy does not see the controller's namespace unless it allows itself in, as
+// in Kubewarden, so no policy can keep the policy servers from starting.
 func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, generation int64, target webhookTarget) webhookParts {
 	path := validatePath(ref.ServerPolicyName(), generation)
 	cc := admissionregistrationv1.WebhookClientConfig{CABundle: target.CABundle}
@@ -89,6 +92,11 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 	if nsSelector == nil {
 		nsSelector = &metav1.LabelSelector{}
 	}
+	if ref.Kind == kubewardenv1.KindClusterAdmissionPolicy && !spec.AllowInsideAdmissionControllerNamespace && target.Namespace != "" {
+		nsSelector.MatchExpressions = append([]metav1.LabelSelectorRequirement{{
+			Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{target.Namespace},
+		}}, nsSelector.MatchExpressions...)
+	}
 	objSelector := spec.ObjectSelector.DeepCopy()
 	if objSelector == nil {
 		objSelector = &metav1.LabelSelector{}
@@ -101,6 +109,14 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 	if spec.TimeoutSeconds != nil {
 		timeout = *spec.TimeoutSeconds
 	}
+	matchPolicy := admissionregistrationv1.Equivalent
+	if spec.MatchPolicy != nil {
+		matchPolicy = *spec.MatchPolicy
+	}
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	if spec.SideEffects != nil {
+		sideEffects = *spec.SideEffects
+	}
 	return webhookParts{
 		name:              kubewardenv1.FitName(ref.ServerPolicyName(), kubewardenv1.MaxObjectName-len(webhookSuffix)) + webhookSuffix,
 		clientConfig:      cc,
@@ -109,6 +125,10 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 		objectSelector:    objSelector,
 		failurePolicy:     failure,
 		timeoutSeconds:    timeout,
+		matchPolicy:       matchPolicy,
+		sideEffects:       sideEffects,
+		// Dropping them would send the policy requests its author excluded.
+		matchConditions: slices.Clone(spec.MatchConditions),
 	}
 }
 
@@ -134,28 +154,28 @@ type webhookParts struct {
 	objectSelector    *metav1.LabelSelector
 	failurePolicy     admissionregistrationv1.FailurePolicyType
 	timeoutSeconds    int32
+	matchPolicy       admissionregistrationv1.MatchPolicyType
+	sideEffects       admissionregistrationv1.SideEffectClass
+	matchConditions   []admissionregistrationv1.MatchCondition
 }
 
 func (p webhookParts) validating() admissionregistrationv1.ValidatingWebhook {
-	equivalent := admissionregistrationv1.Equivalent
-	none := admissionregistrationv1.SideEffectClassNone
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: p.name, ClientConfig: p.clientConfig, Rules: p.rules,
 		NamespaceSelector: p.namespaceSelector, ObjectSelector: p.objectSelector,
 		FailurePolicy: ptrTo(p.failurePolicy), TimeoutSeconds: ptrTo(p.timeoutSeconds),
-		MatchPolicy: &equivalent, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		MatchPolicy: ptrTo(p.matchPolicy), SideEffects: ptrTo(p.sideEffects), AdmissionReviewVersions: []string{"v1"},
+		MatchConditions: p.matchConditions,
 	}
 }
 
 func (p webhookParts) mutating() admissionregistrationv1.MutatingWebhook {
-	equivalent := admissionregistrationv1.Equivalent
-	none := admissionregistrationv1.SideEffectClassNone
 	never := admissionregistrationv1.NeverReinvocationPolicy
 	return admissionregistrationv1.MutatingWebhook{
 		Name: p.name, ClientConfig: p.clientConfig, Rules: p.rules,
 		NamespaceSelector: p.namespaceSelector, ObjectSelector: p.objectSelector,
 		FailurePolicy: ptrTo(p.failurePolicy), TimeoutSeconds: ptrTo(p.timeoutSeconds),
-		MatchPolicy: &equivalent, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		ReinvocationPolicy: &never,
+		MatchPolicy: ptrTo(p.matchPolicy), SideEffects: ptrTo(p.sideEffects), AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy: &never, MatchConditions: p.matchConditions,
 	}
 }

@@ -83,3 +83,24 @@ func TestWebhookOwner_OnlyTheSamePolicyReferenceOwns(t *testing.T) {
 		}
 	}
 }
+
+// As in Kubewarden, a ClusterAdmissionPolicy's webhook leaves out the controller's namespace
+// unless the policy allows itself in; the policy's own selector is kept either way.
+func TestWebhookFor_ControllerNamespaceExcludedUnlessAllowed(t *testing.T) {
+	ref := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindClusterAdmissionPolicy, Name: "p"}
+	own := &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	target := webhookTarget{Namespace: "regent-system", Service: "s"}
+	w := webhookFor(ref, kubewardenv1.PolicySpec{NamespaceSelector: own}, 1, target).validating()
+	exprs := w.NamespaceSelector.MatchExpressions
+	if len(exprs) != 1 || exprs[0].Key != namespaceNameLabel || exprs[0].Operator != metav1.LabelSelectorOpNotIn ||
+		exprs[0].Values[0] != "regent-system" || w.NamespaceSelector.MatchLabels["env"] != "prod" {
+		t.Errorf("namespaceSelector = %+v, want regent-system excluded and env=prod kept", w.NamespaceSelector)
+	}
+	if len(own.MatchExpressions) != 0 {
+		t.Error("the policy's own selector was changed")
+	}
+	w = webhookFor(ref, kubewardenv1.PolicySpec{NamespaceSelector: own, AllowInsideAdmissionControllerNamespace: true}, 1, target).validating()
+	if len(w.NamespaceSelector.MatchExpressions) != 0 {
+		t.Errorf("namespaceSelector = %+v, want the policy's own selector only", w.NamespaceSelector)
+	}
+}

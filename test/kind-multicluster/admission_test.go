@@ -17,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,12 +115,13 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 	activeAt := func(gen int64) func(*kubewardenv1.ClusterAdmissionPolicy) bool {
 		return func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 			ready := 0
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == kubewardenv1.ConditionReady && cond.Status == metav1.ConditionTrue && cond.Replica != nil {
+			for _, rs := range p.Status.Replicas {
+				if rs.Ready == metav1.ConditionTrue {
 					ready++
 				}
 			}
-			return p.Status.Phase == kubewardenv1.PhaseActive && p.Status.ServingGeneration == gen && ready == 3
+			return p.Status.Phase == kubewardenv1.PhaseActive && p.Status.ServingGeneration == gen && ready == 3 &&
+				meta.IsStatusConditionTrue(p.Status.Conditions, kubewardenv1.ConditionPolicyActive)
 		}
 	}
 	admit := func(image string) error {
@@ -163,7 +165,7 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 			waitPolicy("Failed with "+c.reason+", still serving the previous generation", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
 				said := false
 				for _, cond := range p.Status.Conditions {
-					said = said || (cond.Status == metav1.ConditionFalse && cond.Reason == c.reason && cond.PolicyGeneration == gen)
+					said = said || (cond.Status == metav1.ConditionFalse && cond.Reason == c.reason && cond.ObservedGeneration == gen)
 				}
 				return p.Generation == gen && p.Status.Phase == kubewardenv1.PhaseFailed && p.Status.ServingGeneration == serving && said
 			})
@@ -281,14 +283,11 @@ func TestAdmissionPolicyLifecycle(t *testing.T) {
 	})
 }
 
-// readyReplicas lists the policy's per-replica Ready conditions in replica order, as
-// "0=True 1=False".
+// readyReplicas lists the policy's per-replica reports in replica order, as "0=True 1=False".
 func readyReplicas(p *kubewardenv1.ClusterAdmissionPolicy) string {
 	byReplica := map[int32]metav1.ConditionStatus{}
-	for _, c := range p.Status.Conditions {
-		if c.Type == kubewardenv1.ConditionReady && c.Replica != nil {
-			byReplica[*c.Replica] = c.Status
-		}
+	for _, rs := range p.Status.Replicas {
+		byReplica[rs.Replica] = rs.Ready
 	}
 	var out []string
 	for _, n := range slices.Sorted(maps.Keys(byReplica)) {

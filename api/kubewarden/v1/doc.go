@@ -3,6 +3,7 @@
 // PolicyRevision from Kubewarden's accepted "policy lifecycle" RFC, which Kubewarden itself has
 // not built: every policy generation becomes a revision that the policy server's leader pulls,
 // precompiles, validates and signs, and that every replica loads and reports on by replica number.
+// v1alpha2 (package v1alpha2) serves the same policies under Kubewarden's older version.
 //
 // +kubebuilder:object:generate=true
 // +groupName=policies.kubewarden.io

@@ -20,9 +20,12 @@ const (
 type ExecutionMode string
 
 // PolicySpec is what ClusterAdmissionPolicy and AdmissionPolicy share.
+// +kubebuilder:validation:XValidation:rule="!has(self.timeoutEvalSeconds) || !has(self.timeoutSeconds) || self.timeoutEvalSeconds <= self.timeoutSeconds",message="timeoutEvalSeconds cannot be greater than timeoutSeconds"
 type PolicySpec struct {
-	// PolicyServer names the PolicyServer that serves this policy.
+	// PolicyServer names the PolicyServer that serves this policy. It cannot change, as in
+	// Kubewarden: move a policy by recreating it.
 	// +kubebuilder:default=default
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the field is immutable"
 	// +optional
 	PolicyServer string `json:"policyServer,omitempty"`
 
@@ -35,8 +38,10 @@ type PolicySpec struct {
 	// +optional
 	ExecutionMode ExecutionMode `json:"executionMode,omitempty"`
 
-	// Mode protect rejects what the policy rejects; monitor admits and records the answer.
+	// Mode protect rejects what the policy rejects; monitor admits and records the answer. As in
+	// Kubewarden, monitor may become protect but not the reverse: recreate the policy instead.
 	// +kubebuilder:default=protect
+	// +kubebuilder:validation:XValidation:rule="!(oldSelf == 'protect' && self == 'monitor')",message="field cannot transition from protect to monitor. Recreate instead."
 	// +optional
 	Mode PolicyMode `json:"mode,omitempty"`
 
@@ -71,6 +76,43 @@ type PolicySpec struct {
 	// +optional
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 
+	// TimeoutEvalSeconds bounds the policy's evaluation in the policy server; unset,
+	// timeoutSeconds does. An evaluation that runs out fails, and failurePolicy decides.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=30
+	// +optional
+	TimeoutEvalSeconds *int32 `json:"timeoutEvalSeconds,omitempty"`
+
+	// MatchPolicy says whether a request made through another group or version of a resource
+	// the rules name is sent to the policy (Equivalent, the default) or not (Exact).
+	// +kubebuilder:validation:Enum=Exact;Equivalent
+	// +optional
+	MatchPolicy *admissionregistrationv1.MatchPolicyType `json:"matchPolicy,omitempty"`
+
+	// MatchConditions are CEL expressions a request matched by the rules and selectors must all
+	// satisfy to reach the policy; they are the webhook's matchConditions, as they are.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	MatchConditions []admissionregistrationv1.MatchCondition `json:"matchConditions,omitempty"`
+
+	// SideEffects is the webhook's sideEffects: None (the default) or NoneOnDryRun.
+	// +kubebuilder:validation:Enum=None;NoneOnDryRun
+	// +optional
+	SideEffects *admissionregistrationv1.SideEffectClass `json:"sideEffects,omitempty"`
+
+	// Message replaces the policy's rejection message; the policy's own message is kept in the
+	// response's status.details.causes, as in Kubewarden.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// AllowInsideAdmissionControllerNamespace lets a ClusterAdmissionPolicy match requests in
+	// the controller's namespace, which its webhook otherwise excludes so a policy cannot lock
+	// the policy servers out. Only ClusterAdmissionPolicies may set it.
+	// +optional
+	AllowInsideAdmissionControllerNamespace bool `json:"allowInsideAdmissionControllerNamespace,omitempty"`
+
 	// ReportAdmission turns the answers of a protect-mode policy into per-resource reports too
 	// (Regent's addition); a monitor-mode policy's answers always are. Reports are written off
 	// the admission path. A mutating policy's answers are not reported: its webhook sees the
@@ -78,10 +120,14 @@ type PolicySpec struct {
 	// +optional
 	ReportAdmission bool `json:"reportAdmission,omitempty"`
 
+	// Not omitempty, as in Kubewarden: an explicit false must reach the apiserver, or any
+	// client's update (the controller adding its finalizer) would drop it and the default would
+	// turn it back on.
+
 	// BackgroundAudit lets audit scans evaluate the policy against existing objects.
 	// +kubebuilder:default=true
 	// +optional
-	BackgroundAudit bool `json:"backgroundAudit,omitempty"`
+	BackgroundAudit bool `json:"backgroundAudit"`
 
 	// ContextAwareResources are the kinds the policy may read from the cluster while it
 	// evaluates (Kubewarden's context-aware policies); a lookup of any other kind fails. Only
@@ -121,15 +167,33 @@ const (
 	PhaseFailed  PolicyPhase = "Failed"
 )
 
-// Condition types of policies and revisions, from the lifecycle RFC.
+// Condition types of policies and revisions, from the lifecycle RFC, and Kubewarden's
+// PolicyActive, which its documentation waits for (`kubectl wait --for=condition=PolicyActive`).
 const (
-	ConditionScheduled   = "Scheduled"
-	ConditionInitialized = "Initialized"
-	ConditionReady       = "Ready"
+	ConditionScheduled    = "Scheduled"
+	ConditionInitialized  = "Initialized"
+	ConditionReady        = "Ready"
+	ConditionPolicyActive = "PolicyActive"
 )
 
-// PolicyCondition is a metav1.Condition with the replica that reports it, as the RFC extends it:
-// Ready appears once per policy-server replica.
+// PolicyStatusEnum is Kubewarden's status.policyStatus.
+// +kubebuilder:validation:Enum=unscheduled;scheduled;pending;active
+type PolicyStatusEnum string
+
+const (
+	// PolicyStatusUnscheduled: no PolicyServer is named.
+	PolicyStatusUnscheduled PolicyStatusEnum = "unscheduled"
+	// PolicyStatusScheduled: the named PolicyServer does not exist (yet), or is being deleted.
+	PolicyStatusScheduled PolicyStatusEnum = "scheduled"
+	// PolicyStatusPending: the PolicyServer exists and no generation is served yet.
+	PolicyStatusPending PolicyStatusEnum = "pending"
+	// PolicyStatusActive: the apiserver sends the policy's requests to the policy server.
+	PolicyStatusActive PolicyStatusEnum = "active"
+)
+
+// PolicyCondition is a revision's condition. The RFC extends conditions with the replica that
+// reports them; Regent keeps those reports in status.replicas instead, so conditions stay
+// unique by type and `kubectl wait --for=condition=...` means what it says.
 type PolicyCondition struct {
 	// +kubebuilder:validation:MinLength=1
 	Type string `json:"type"`
@@ -141,16 +205,38 @@ type PolicyCondition struct {
 	Message string `json:"message,omitempty"`
 	// +optional
 	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
-	// Replica is the policy-server replica reporting this condition.
-	// +optional
-	Replica *int32 `json:"replica,omitempty"`
 	// PolicyGeneration is the policy generation the condition is about.
 	// +optional
 	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
 }
 
+// ReplicaStatus is one policy-server replica's report on a generation: whether it loaded it
+// (the RFC's per-replica Ready).
+type ReplicaStatus struct {
+	// Replica is the policy-server replica's number.
+	// +kubebuilder:validation:Minimum=0
+	Replica int32 `json:"replica"`
+	// PolicyGeneration is the policy generation the report is about.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+	// Ready: True when the replica serves the generation, False when it could not load it,
+	// Unknown while it has not said.
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Ready metav1.ConditionStatus `json:"ready"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
 // PolicyStatus is what the controller and the policy server report on a policy.
 type PolicyStatus struct {
+	// PolicyStatus is Kubewarden's summary: unscheduled, scheduled, pending or active. It stays
+	// active while a newer generation is rolled out, since an older one keeps answering.
+	// +optional
+	PolicyStatus PolicyStatusEnum `json:"policyStatus,omitempty"`
 	// Phase: Pending while the newest generation is not served by every replica, Active when it
 	// is, Failed when it cannot be (the previous generation keeps serving).
 	// +optional
@@ -161,21 +247,34 @@ type PolicyStatus struct {
 	// Mode is the mode of the serving generation.
 	// +optional
 	Mode PolicyMode `json:"mode,omitempty"`
-	// Conditions of the newest generation, per replica where the RFC says so.
+	// Conditions of the newest generation, one per type, each with the generation it is about
+	// as observedGeneration: Scheduled, Initialized, Ready (every live replica serves it) and
+	// PolicyActive (the webhook configuration calls it).
+	// +listType=map
+	// +listMapKey=type
 	// +optional
-	Conditions []PolicyCondition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Replicas are the live policy-server replicas' reports on the newest generation.
+	// +listType=map
+	// +listMapKey=replica
+	// +optional
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // ClusterAdmissionPolicy is an admission policy for the whole cluster.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=cap
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
 // +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=".status.policyStatus"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.severity']",priority=1
+// +kubebuilder:printcolumn:name="Category",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.category']",priority=1
 type ClusterAdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -199,24 +298,31 @@ type ClusterAdmissionPolicyList struct {
 
 // AdmissionPolicy is an admission policy for the requests of its own namespace.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=ap
 // +kubebuilder:printcolumn:name="Policy Server",type=string,JSONPath=".spec.policyServer"
 // +kubebuilder:printcolumn:name="Mutating",type=boolean,JSONPath=".spec.mutating"
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=".spec.mode"
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=".status.policyStatus"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Serving",type=integer,JSONPath=".status.servingGeneration"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Severity",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.severity']",priority=1
+// +kubebuilder:printcolumn:name="Category",type=string,JSONPath=".metadata.annotations['io\\.kubewarden\\.policy\\.category']",priority=1
 type AdmissionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Why rules[].scope must be Namespaced: the apiserver does not apply a webhook's
+	// namespaceSelector to cluster-scoped objects, so a rule of scope Cluster or "*" would let a
+	// namespace user intercept ClusterRoleBindings and every other cluster-wide write; the
+	// controller also forces Namespaced when it builds the webhook, for objects stored before
+	// this rule.
+
 	// +kubebuilder:validation:XValidation:rule="!has(self.contextAwareResources)",message="contextAwareResources is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not read cluster resources"
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowNetworkBuiltins) || !self.allowNetworkBuiltins",message="allowNetworkBuiltins is only allowed on a ClusterAdmissionPolicy: a namespaced policy may not reach the network from the policy server"
-	// The apiserver does not apply a webhook's namespaceSelector to cluster-scoped objects, so a
-	// rule of scope Cluster or "*" would let a namespace user intercept ClusterRoleBindings and
-	// every other cluster-wide write; the controller also forces Namespaced when it builds the
-	// webhook, for objects stored before this rule.
+	// +kubebuilder:validation:XValidation:rule="!has(self.allowInsideAdmissionControllerNamespace) || !self.allowInsideAdmissionControllerNamespace",message="allowInsideAdmissionControllerNamespace is only allowed on a ClusterAdmissionPolicy: an AdmissionPolicy only sees its own namespace"
 	// +kubebuilder:validation:XValidation:rule="self.rules.all(r, !has(r.scope) || r.scope == 'Namespaced')",message="an AdmissionPolicy only matches namespaced resources: rules[].scope must be Namespaced or left out (Cluster and * are for a ClusterAdmissionPolicy)"
 	Spec   PolicySpec   `json:"spec"`
 	Status PolicyStatus `json:"status,omitempty"`

@@ -40,7 +40,7 @@ type PolicyRevisionSpec struct {
 	Data runtime.RawExtension `json:"data"`
 }
 
-// PolicyRevisionStatus is reported by the leader (Initialized) and each replica (Ready).
+// PolicyRevisionStatus is reported by the leader (Initialized) and each replica (Replicas).
 type PolicyRevisionStatus struct {
 	// ModuleDigest is the sha256 of the module the leader pulled.
 	// +optional
@@ -56,8 +56,16 @@ type PolicyRevisionStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	PreparationAttempts int32 `json:"preparationAttempts,omitempty"`
+	// Conditions are the controller's Scheduled and the leader's Initialized.
+	// +listType=map
+	// +listMapKey=type
 	// +optional
 	Conditions []PolicyCondition `json:"conditions,omitempty"`
+	// Replicas are each replica's report: whether it loaded this revision.
+	// +listType=map
+	// +listMapKey=replica
+	// +optional
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // PolicyRevision is one generation of an admission policy, pulled, precompiled, validated and
