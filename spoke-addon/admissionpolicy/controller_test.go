@@ -168,6 +168,34 @@ func TestLifecycle(t *testing.T) {
 		})
 	})
 
+	// A policy a hub policy delivers follows the hub: template sync would restore the hub's spec
+	// after a spoke-side rollback. The rollback is refused, saying where to roll back instead.
+	t.Run("Rollback_OfAHubDeliveredPolicyIsRefusedAndSaysWhere", func(t *testing.T) {
+		liveLeases(t, c, "hubbed", 0)
+		p := clusterPolicy("hubbed", "hubbed")
+		p.Labels = map[string]string{templatePolicyLabel: "policies.admission", "policy.open-cluster-management.io/cluster-namespace": "cluster1"}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		report(t, c, "clusterwide-hubbed-g1", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
+		waitForPolicy(t, c, "hubbed", "Active", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Status.ServingGeneration == 1 })
+		update(t, c, p, func() { p.Spec.Module = "file:///policies/v2.wasm" })
+		report(t, c, "clusterwide-hubbed-g2", append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
+		waitForPolicy(t, c, "hubbed", "Active on 2", func(p *kubewardenv1.ClusterAdmissionPolicy) bool { return p.Status.ServingGeneration == 2 })
+		update(t, c, p, func() { p.Annotations = map[string]string{kubewardenv1.RollbackAnnotation: "1"} })
+		p = waitForPolicy(t, c, "hubbed", "refuses the rollback", func(p *kubewardenv1.ClusterAdmissionPolicy) bool {
+			r := findCondition(p.Status.Conditions, conditionRollback)
+			return r != nil && r.Reason == "ManagedByHub"
+		})
+		r := findCondition(p.Status.Conditions, conditionRollback)
+		if r.Status != metav1.ConditionFalse || !strings.Contains(r.Message, "cluster1/policies.admission") || !strings.Contains(r.Message, "roll back on the hub") {
+			t.Errorf("rollback condition = %+v", r)
+		}
+		if p.Generation != 2 || p.Spec.Module != "file:///policies/v2.wasm" {
+			t.Errorf("a hub-delivered policy was rolled back on the spoke: generation %d, module %s", p.Generation, p.Spec.Module)
+		}
+	})
+
 	t.Run("RevisionsBeyondKeptCount_CollectedOnceANewerServes", func(t *testing.T) {
 		liveLeases(t, c, "gc", 0)
 		p := clusterPolicy("gc", "gc")

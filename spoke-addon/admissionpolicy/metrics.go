@@ -20,7 +20,7 @@ var (
 	})
 	rollbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regent_admissionpolicy_rollbacks_total",
-		Help: "Rollback annotations acted on, by result: restored or unknown_generation.",
+		Help: "Rollback annotations acted on, by result: restored, unknown_generation or managed_by_hub (a hub-delivered policy follows the hub).",
 	}, []string{"result"})
 	statusWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_admissionpolicy_status_writes_total",

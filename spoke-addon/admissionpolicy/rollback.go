@@ -43,11 +43,21 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 		states[i] = stateOf(&revs[i])
 	}
 	target, cond := rollbackTarget(value, states)
+	if root, ok := hubManaged(obj); ok {
+		target, cond = nil, metav1.Condition{Type: conditionRollback, Status: metav1.ConditionFalse, Reason: "ManagedByHub",
+			Message: fmt.Sprintf("not rolled back to generation %s: this policy is delivered by the hub's policy %s and follows its spec, "+
+				"so a rollback here would be undone at the next sync; roll back on the hub (restore the root policy's earlier template), "+
+				"then remove the %s annotation", value, root, kubewardenv1.RollbackAnnotation)}
+	}
 	if target == nil {
 		// Every reconcile comes here while the annotation stays; say it once per new answer.
 		if prev := findCondition(statusOf(obj).Conditions, conditionRollback); prev == nil || prev.Message != cond.Message {
-			rollbacks.WithLabelValues("unknown_generation").Inc()
-			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, "RollbackFailed", "Rollback", "%s", cond.Message)
+			outcome, reason := "unknown_generation", "RollbackFailed"
+			if cond.Reason == "ManagedByHub" {
+				outcome, reason = "managed_by_hub", "RollbackRefused"
+			}
+			rollbacks.WithLabelValues(outcome).Inc()
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Rollback", "%s", cond.Message)
 		}
 		cond.LastTransitionTime = metav1.NewTime(r.clock.Now().Truncate(time.Second))
 		cond.ObservedGeneration = obj.GetGeneration()
@@ -89,4 +99,20 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 		"restored the spec of generation %d; it is served as generation %d once every replica is Ready",
 		target.Generation, updated.GetGeneration())
 	return true, cond, nil
+}
+
+// templatePolicyLabel is what the spoke addon's template sync labels every object a hub policy
+// delivers with (OCM's label): the name of the replicated policy in the cluster namespace.
+const templatePolicyLabel = "policy.open-cluster-management.io/policy"
+
+// hubManaged says whether a hub policy delivers obj, naming it as <cluster namespace>/<policy>.
+// Its spec is the hub's: template sync restores it whenever it differs, so a spoke-side rollback
+// would only bounce between two generations. The hub's spec wins, and the Rollback condition
+// says where to roll back instead.
+func hubManaged(obj client.Object) (string, bool) {
+	policy, ok := obj.GetLabels()[templatePolicyLabel]
+	if !ok || policy == "" {
+		return "", false
+	}
+	return obj.GetLabels()["policy.open-cluster-management.io/cluster-namespace"] + "/" + policy, true
 }
