@@ -198,3 +198,67 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 		},
 	}
 }
+
+// replaceStalePods deletes, one at a time and only while every other replica is Ready, a pod
+// whose cache volume is not what the StatefulSet's template now asks for (after a change of
+// cacheStorageClassName or cacheAccessMode). The StatefulSet that adopts such a pod cannot
+// replace it by itself: it tries to give the running pod its claim, the apiserver forbids
+// changing a pod's volumes, and it retries that forever. Seen on a real node (test/realnode).
+func (r *policyServerReconciler) replaceStalePods(ctx context.Context, ps *kubewardenv1.PolicyServer, selector map[string]string) error {
+	pods := &corev1.PodList{}
+	if err := r.nsReader.List(ctx, pods, client.InNamespace(r.namespace), client.MatchingLabels(selector)); err != nil {
+		return fmt.Errorf("list policy server pods: %w", err)
+	}
+	var stale *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case !p.DeletionTimestamp.IsZero():
+			return nil // one replacement at a time
+		case !cacheVolumeMatches(ps, p):
+			if stale == nil {
+				stale = p
+			}
+		case !podReady(p):
+			return nil // the StatefulSet's own pods come up first
+		}
+	}
+	if stale == nil {
+		return nil
+	}
+	uid := stale.UID
+	if err := r.client.Delete(ctx, stale, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("replace pod %s for its new cache volume: %w", stale.Name, err)
+	}
+	r.recorder.Eventf(ps, nil, corev1.EventTypeNormal, "ReplicaReplaced", "ReplaceReplica",
+		"pod %s deleted so the StatefulSet recreates it with the cache volume the PolicyServer now asks for", stale.Name)
+	return nil
+}
+
+// cacheVolumeMatches says whether pod's cache volume is the one statefulSetPod and
+// cacheClaimTemplates give a replica of ps now.
+func cacheVolumeMatches(ps *kubewardenv1.PolicyServer, pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != cacheVolume {
+			continue
+		}
+		switch {
+		case sharedCache(ps):
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == cacheClaimName(ps.Name)
+		case ps.Spec.CacheStorageClassName == nil:
+			return v.EmptyDir != nil
+		default:
+			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == cacheVolume+"-"+pod.Name
+		}
+	}
+	return false
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

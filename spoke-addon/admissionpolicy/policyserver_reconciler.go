@@ -124,7 +124,7 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	if err := r.replaceForClaims(ctx, name, claims); err != nil {
 		return err
 	}
-	return r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
+	if err := r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
 		s := o.(*appsv1.StatefulSet)
 		replicas := ps.Spec.Replicas
 		s.Spec.Replicas = &replicas
@@ -133,7 +133,10 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		s.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
 		s.Spec.Template = statefulSetPod(ps, r.namespace, selector)
 		s.Spec.VolumeClaimTemplates = claims
-	})
+	}); err != nil {
+		return err
+	}
+	return r.replaceStalePods(ctx, ps, selector)
 }
 
 // AppNameLabel = AppName marks every PolicyServer's pods and Services, whatever its name: what a

@@ -159,6 +159,15 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}} {
 		b = b.WatchesRawSource(source.Kind[client.Object](nsCache, obj, owner))
 	}
+	// Its pods, by label: a replica becoming Ready lets the next one with a stale cache volume
+	// be replaced (replaceStalePods).
+	b = b.WatchesRawSource(source.Kind[client.Object](nsCache, &corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(
+		func(_ context.Context, o client.Object) []reconcile.Request {
+			if ps := o.GetLabels()[kubewardenv1.PolicyServerLabel]; ps != "" && o.GetLabels()[AppNameLabel] == AppName {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: ps}}}
+			}
+			return nil
+		})))
 	b = r.watchRBACInputs(b, nsCache, clusterCache, owner)
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).Complete(r); err != nil {
 		return fmt.Errorf("build %s: %w", name, err)

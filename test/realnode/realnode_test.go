@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +25,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	addonapiv1beta1 "open-cluster-management.io/api/addon/v1beta1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -39,10 +38,8 @@ import (
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
-	"regent.dev/regent/hub/addon"
 	"regent.dev/regent/policyserver/engine"
 	"regent.dev/regent/policyserver/lifecycle/pull"
-	spokeaddon "regent.dev/regent/spoke-addon"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 )
 
@@ -69,16 +66,22 @@ main := {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "respon
 
 var eventually = fleettest.Eventually
 
-// TestRegentOnARealNode installs Regent's spoke side on a cluster with a real node as the addon
-// delivers it and runs it from Regent's image: the spoke addon's Deployment (its hub
-// credentials in the Secret OCM's registration agent writes) and a PolicyServer's StatefulSet
-// become Ready through their probes; a ClusterAdmissionPolicy pulled from a registry becomes
-// active and the kube-apiserver, calling the policy server through its Service, refuses a
-// privileged pod; and a root Policy on the hub reaches the cluster through the addon in its pod.
+// TestRegentOnARealNode installs Regent as a user does on a fleet running OCM's own agents, one
+// cluster with a real node: `regent hub` with its addon manager, and a ManagedClusterAddOn. OCM's
+// work agent applies the delivered manifests and OCM's registration agent writes the addon's hub
+// credentials from a CSR the hub signs; the spoke addon's Deployment and a PolicyServer's
+// StatefulSet run from Regent's image and become Ready through their probes, the addon Available
+// through OCM's code; the PolicyServer moves onto ReadWriteOnce claims; a ClusterAdmissionPolicy
+// pulled from a registry becomes active and the kube-apiserver, calling the policy server through
+// its Service, refuses a privileged pod; and a root Policy on the hub reaches the cluster through
+// the addon in its pod.
 func TestRegentOnARealNode(t *testing.T) {
 	requireRealNode(t)
 	ctx := context.Background()
+	// OCM's own registration and work agents: the cluster joins with a bootstrap token, the
+	// addon's hub credentials come from a CSR the hub signs, its manifests from a ManifestWork.
 	f := fleettest.Start(t, fleet.Options{
+		OCMAgents:  true,
 		Managed:    []fleet.ClusterSpec{{Name: "cluster1", RealNode: true, Labels: map[string]string{"environment": "dev"}}},
 		NodeImages: images, PauseImage: pauseImage,
 	})
@@ -91,41 +94,40 @@ func TestRegentOnARealNode(t *testing.T) {
 	local := newClient(t, cluster)
 	hub := newClient(t, f.Hub)
 
-	// The hub side, on the host: OCM's placement controller and `regent hub`.
+	// The hub side, on the host: OCM's placement controller and `regent hub`, whose addon
+	// manager delivers the agent in Regent's image.
 	if _, err := f.StartPlacementController(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0"); err != nil {
+	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0",
+		"--addon-image", regentImage); err != nil {
 		t.Fatal(err)
 	}
 
-	// The spoke side, as the addon delivers it, with the hub kubeconfig Secret OCM's
-	// registration agent would write (here from the addon's own identity on the hub).
+	// The spoke side, enabled as a user does: a ManagedClusterAddOn in the cluster's namespace.
 	ns := addonidentity.DefaultInstallNamespace
-	create(t, local, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	identity, err := spokeaddon.IssueHubIdentity(ctx, f.Hub.Config, cluster.Name, 3600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, local, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.HubKubeconfigSecret, Namespace: ns},
-		Data: map[string][]byte{"kubeconfig": kubeconfigBytes(t, identity.Host, identity.CAData, identity.BearerToken)}})
-	manifests, err := addon.AgentManifests(ctx, regentImage, nil, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name}},
-		&addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: cluster.Name}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range manifests {
-		obj, ok := m.(client.Object)
-		if !ok {
-			t.Fatalf("manifest %T is not an object", m)
-		}
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			for i := range d.Spec.Template.Spec.Containers {
-				d.Spec.Template.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
+	create(t, hub, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: cluster.Name}})
+	t.Run("TheAddonIsDeliveredByOCMsAgentsAndBecomesAvailable", func(t *testing.T) {
+		// The Deployment arrives through OCM's work agent, and its hub kubeconfig Secret
+		// through OCM's registration agent (a CSR the hub's signer signed).
+		eventually(t, 4*time.Minute, func() (bool, string) {
+			secret := &corev1.Secret{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: ns, Name: addonidentity.HubKubeconfigSecret}, secret); err != nil {
+				return false, "hub kubeconfig Secret: " + err.Error()
 			}
-		}
-		create(t, local, obj)
-	}
+			return len(secret.Data["tls.crt"]) > 0, "the Secret holds no signed certificate yet"
+		})
+		waitDeploymentReady(t, local, ns, "regent-spoke-addon")
+		// OCM's registration agent turns the Lease the addon renews from its pod into Available.
+		eventually(t, 3*time.Minute, func() (bool, string) {
+			mca := &addonv1alpha1.ManagedClusterAddOn{}
+			if err := hub.Get(ctx, types.NamespacedName{Namespace: cluster.Name, Name: addonidentity.AddonName}, mca); err != nil {
+				return false, err.Error()
+			}
+			return meta.IsStatusConditionTrue(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable),
+				fmt.Sprintf("addon conditions %+v", mca.Status.Conditions)
+		})
+	})
 	waitDeploymentReady(t, local, ns, "regent-spoke-addon")
 	t.Run("TheAddonInItsPodRenewsItsLease", func(t *testing.T) {
 		// Its ServiceAccount's token is projected into the pod (the ServiceAccount admission
@@ -165,16 +167,35 @@ func TestRegentOnARealNode(t *testing.T) {
 			return sts.Status.ReadyReplicas == 1, fmt.Sprintf("statefulset ready %d/1; %s", sts.Status.ReadyReplicas,
 				podsSummary(ctx, local, admissionpolicy.DefaultNamespace))
 		})
-		// Ready through its HTTPS readiness probe, its cache on a volume of the node.
-		claims := &corev1.PersistentVolumeClaimList{}
-		if err := local.List(ctx, claims, client.InNamespace(admissionpolicy.DefaultNamespace)); err != nil || len(claims.Items) == 0 {
-			t.Fatalf("policy server claims: %v (%d)", err, len(claims.Items))
+		// Ready through its HTTPS readiness probe, its signed cache in an emptyDir (no storage
+		// class named). Then on storage that offers only ReadWriteOnce, as most clusters have:
+		// a claim per replica, the StatefulSet replaced with its pods, Ready again.
+		ps := &kubewardenv1.PolicyServer{}
+		if err := local.Get(ctx, types.NamespacedName{Name: "default"}, ps); err != nil {
+			t.Fatal(err)
 		}
-		for _, c := range claims.Items {
-			if c.Status.Phase != corev1.ClaimBound {
-				t.Errorf("claim %s is %s", c.Name, c.Status.Phase)
+		class := fleet.NodeStorageClass
+		ps.Spec.CacheStorageClassName = &class
+		if err := local.Update(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 4*time.Minute, func() (bool, string) {
+			claims := &corev1.PersistentVolumeClaimList{}
+			if err := local.List(ctx, claims, client.InNamespace(admissionpolicy.DefaultNamespace)); err != nil {
+				return false, err.Error()
 			}
-		}
+			if len(claims.Items) != 1 || claims.Items[0].Status.Phase != corev1.ClaimBound ||
+				!slices.Equal(claims.Items[0].Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+				return false, fmt.Sprintf("want one bound ReadWriteOnce claim, have %d; %s", len(claims.Items), podsSummary(ctx, local, admissionpolicy.DefaultNamespace))
+			}
+			sts := &appsv1.StatefulSet{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: admissionpolicy.DefaultNamespace, Name: "regent-policy-server-default"}, sts); err != nil {
+				return false, err.Error()
+			}
+			return len(sts.Spec.VolumeClaimTemplates) == 1 && sts.Status.ReadyReplicas == 1 && sts.Status.UpdatedReplicas == 1,
+				fmt.Sprintf("statefulset claims %d ready %d updated %d; %s", len(sts.Spec.VolumeClaimTemplates),
+					sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas, podsSummary(ctx, local, admissionpolicy.DefaultNamespace))
+		})
 	})
 
 	// The policy's module comes from a registry pods reach on the node address.
@@ -321,20 +342,6 @@ func pushModule(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "registry://" + ref.String()
-}
-
-func kubeconfigBytes(t *testing.T, server string, ca []byte, token string) []byte {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["hub"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	kc.AuthInfos["addon"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["hub"] = &clientcmdapi.Context{Cluster: "hub", AuthInfo: "addon"}
-	kc.CurrentContext = "hub"
-	b, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // waitDeploymentReady waits until the Deployment's one replica is Ready and has not restarted
