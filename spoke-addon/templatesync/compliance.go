@@ -100,12 +100,22 @@ func admissionPolicyMessage(obj *unstructured.Unstructured, state policyv1.Compl
 		status, _, _ := unstructured.NestedString(m, "status")
 		reason, _, _ := unstructured.NestedString(m, "reason")
 		msg, _, _ := unstructured.NestedString(m, "message")
-		who := typ
-		if replica, ok, _ := unstructured.NestedInt64(m, "replica"); ok {
-			who = fmt.Sprintf("%s on replica %d", typ, replica)
-		}
-		line := fmt.Sprintf("%s=%s", who, status)
+		line := fmt.Sprintf("%s=%s", typ, status)
 		if status != "True" && (reason != "" || msg != "") {
+			line += fmt.Sprintf(" (%s: %s)", reason, msg)
+		}
+		parts = append(parts, line)
+	}
+	// Each policy-server replica's report on the newest generation (status.replicas).
+	replicas, _, _ := unstructured.NestedSlice(obj.Object, "status", "replicas")
+	for _, r := range replicas {
+		m := asMap(r)
+		n, _, _ := unstructured.NestedInt64(m, "replica")
+		ready, _, _ := unstructured.NestedString(m, "ready")
+		reason, _, _ := unstructured.NestedString(m, "reason")
+		msg, _, _ := unstructured.NestedString(m, "message")
+		line := fmt.Sprintf("Ready on replica %d=%s", n, ready)
+		if ready != "True" && (reason != "" || msg != "") {
 			line += fmt.Sprintf(" (%s: %s)", reason, msg)
 		}
 		parts = append(parts, line)

@@ -208,11 +208,13 @@ func TestAdmissionPolicyMessage_ShowsEachReplica(t *testing.T) {
 		"metadata": map[string]any{"name": "no-privileged", "generation": int64(2)},
 		"status": map[string]any{"phase": "Failed", "servingGeneration": int64(1), "conditions": []any{
 			map[string]any{"type": "Initialized", "status": "True"},
-			map[string]any{"type": "Ready", "status": "True", "replica": int64(0)},
-			map[string]any{"type": "Ready", "status": "False", "replica": int64(1), "reason": "LoadError", "message": "bad settings"},
+			map[string]any{"type": "Ready", "status": "False", "reason": "LoadError", "message": "replica 1: bad settings"},
+		}, "replicas": []any{
+			map[string]any{"replica": int64(0), "ready": "True", "policyGeneration": int64(2)},
+			map[string]any{"replica": int64(1), "ready": "False", "reason": "LoadError", "message": "bad settings", "policyGeneration": int64(2)},
 		}}}}
 	got := statusMessage(obj, policyv1.NonCompliant)
-	want := "NonCompliant; ClusterAdmissionPolicy no-privileged is Failed, serving generation 1 of 2; Initialized=True; Ready on replica 0=True; Ready on replica 1=False (LoadError: bad settings)"
+	want := "NonCompliant; ClusterAdmissionPolicy no-privileged is Failed, serving generation 1 of 2; Initialized=True; Ready=False (LoadError: replica 1: bad settings); Ready on replica 0=True; Ready on replica 1=False (LoadError: bad settings)"
 	if got != want {
 		t.Fatalf("message\n got %q\nwant %q", got, want)
 	}
