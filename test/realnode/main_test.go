@@ -10,13 +10,14 @@ import (
 
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/image"
+	"regent.dev/regent/version"
 )
 
-// Image references the node imports; nothing is pulled (imagePullPolicy IfNotPresent).
-const (
-	regentImage = "regent.dev/regent:e2e"
-	pauseImage  = "regent.dev/pause:e2e"
-)
+// Image references the node imports; nothing is pulled (imagePullPolicy IfNotPresent). Regent's
+// is the release reference every manifest names, so deploy/hub installs unchanged.
+var regentImage = version.Image()
+
+const pauseImage = "regent.dev/pause:e2e"
 
 var (
 	// regentBin is the static regent binary the image holds; the test also runs `regent hub`

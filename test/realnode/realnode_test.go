@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +31,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -94,13 +98,14 @@ func TestRegentOnARealNode(t *testing.T) {
 	local := newClient(t, cluster)
 	hub := newClient(t, f.Hub)
 
-	// The hub side, on the host: OCM's placement controller and `regent hub`, whose addon
-	// manager delivers the agent in Regent's image.
+	// The hub side as README installs it: deploy/hub applied to the hub. Its Deployment has no
+	// node to run on there, so `regent hub` runs on the host with exactly the Deployment's
+	// arguments (listeners aside) as its ServiceAccount: deploy/hub's RBAC is what it gets.
 	if _, err := f.StartPlacementController(""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.StartProcess("regent-hub", regentBin, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0",
-		"--addon-image", regentImage); err != nil {
+	hubArgs := installHub(t, f)
+	if _, err := f.StartProcess("regent-hub", regentBin, hubArgs...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -448,4 +453,69 @@ func dumpLogs(t *testing.T, f *fleet.Fleet) {
 		}
 		t.Logf("--- tail of %s:\n%s", l, data)
 	}
+}
+
+// installHub applies deploy/hub to the fleet's hub as a user does and returns the arguments of
+// its Deployment's container, run as the Deployment's ServiceAccount from a kubeconfig on the host,
+// with its listeners off (several fleets share this host).
+func installHub(t *testing.T, f *fleet.Fleet) []string {
+	t.Helper()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployHub := filepath.Join(strings.TrimSpace(string(root)), "deploy", "hub")
+	kubectl, err := fleet.Binary(fleet.DefaultBinDir(), "kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(kubectl, "--kubeconfig", f.Hub.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", deployHub).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -k deploy/hub: %v\n%s", err, out)
+	}
+	rendered, err := exec.Command(kubectl, "kustomize", deployHub).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployment *appsv1.Deployment
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		if strings.Contains(doc, "kind: Deployment\n") {
+			deployment = &appsv1.Deployment{}
+			if err := yaml.Unmarshal([]byte(doc), deployment); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if deployment == nil {
+		t.Fatal("deploy/hub has no Deployment")
+	}
+	pod := deployment.Spec.Template.Spec
+	if pod.Containers[0].Image != regentImage {
+		t.Fatalf("deploy/hub runs %s, the node has %s", pod.Containers[0].Image, regentImage)
+	}
+	kube, err := kubernetes.NewForConfig(f.Hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := int64(3600)
+	token, err := kube.CoreV1().ServiceAccounts(deployment.Namespace).CreateToken(context.Background(), pod.ServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "regent-hub.kubeconfig")
+	if err := fleet.WriteKubeconfig(kubeconfig, &rest.Config{Host: f.Hub.Config.Host, BearerToken: token.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: f.Hub.Config.CAData}}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig", kubeconfig}
+	for _, a := range pod.Containers[0].Args {
+		switch {
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			a = "--metrics-bind-address=0"
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address="
+		}
+		args = append(args, a)
+	}
+	return args
 }
