@@ -37,8 +37,10 @@ GOARCH ?= $(shell go env GOARCH)
 
 all: build
 
+# Static (no cgo), so the same binary runs on this machine and in a real node's pods
+# (`make quickstart ARGS=--real-node`).
 build:
-	go build -o $(BIN)/regent ./cmd/regent
+	CGO_ENABLED=0 go build -o $(BIN)/regent ./cmd/regent
 
 # A static linux binary, reproducible (-trimpath, no VCS stamp: the revision comes from -X), put
 # into an OCI image with no container engine: bin/regent-oci (an OCI layout, for crane push) and
@@ -89,9 +91,20 @@ vet:
 test: testbin
 	REGENT_TESTBIN=$$(bash hack/testbin.sh --print-dir) go test -p 2 -timeout 25m ./...
 
+# ARGS=--real-node gives one cluster a real node (root, Debian's containerd runc containernetworking-plugins).
 quickstart: testbin build
-	$(BIN)/regent quickstart
+	$(BIN)/regent quickstart $(ARGS)
 
 # The end-to-end suite on kind clusters (needs a Docker engine; fails saying so without one).
 e2e-kind: testbin
 	REGENT_E2E_TARGET=kind REGENT_TESTBIN=$$(bash hack/testbin.sh --print-dir) go test -count=1 -timeout 60m -v ./test/kind-multicluster/
+
+# `kubectl regent …`: links bin/regent into PLUGIN_DIR (which must be on PATH) as the kubectl plugin
+# kubectl-regent, and as kubectl_complete-regent, which kubectl runs to complete the plugin's
+# arguments. The binary answers as `kubectl regent` when started under that name.
+PLUGIN_DIR ?= $(HOME)/.local/bin
+.PHONY: kubectl-plugin
+kubectl-plugin: build
+	mkdir -p $(PLUGIN_DIR)
+	ln -sf $(BIN)/regent $(PLUGIN_DIR)/kubectl-regent
+	ln -sf $(BIN)/regent $(PLUGIN_DIR)/kubectl_complete-regent

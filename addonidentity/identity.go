@@ -26,3 +26,13 @@ const AgentName = "regent-agent"
 func HubGroup(clusterName string) string {
 	return fmt.Sprintf("system:open-cluster-management:cluster:%s:addon:%s", clusterName, AddonName)
 }
+
+// PolicyServerNamespace is where the agent keeps PolicyRevisions, policy-server workloads, their
+// Leases and Secrets on a managed cluster: the agent's namespaced RBAC is granted there.
+const PolicyServerNamespace = "regent-system"
+
+// AggregateToSpokeAddonLabel, set to "true" on a ClusterRole of a managed cluster, adds that
+// role's rules to what the agent may do for policies (the aggregated ClusterRole
+// "regent-spoke-addon-policies"): how a cluster's admin lets ConfigurationPolicies enforce a kind
+// the defaults leave out.
+const AggregateToSpokeAddonLabel = "regent.dev/aggregate-to-spoke-addon"

@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	addonapiv1beta1 "open-cluster-management.io/api/addon/v1beta1"
@@ -120,6 +121,12 @@ func TestAgentManifests_ApplyToAManagedClusterUnderRestrictedPodSecurity(t *test
 	ctx := context.Background()
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: addonidentity.DefaultInstallNamespace, Labels: restricted}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The manifests deliver the policy servers' namespace before the agent's Role in it; a
+	// server-side dry run creates nothing, so the dry run needs it to exist already.
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: addonidentity.PolicyServerNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cluster := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}}
@@ -262,8 +269,9 @@ func TestManifests_NameTheReleaseImage(t *testing.T) {
 	}
 }
 
-// deploy/spoke is the agent the addon delivers, by hand: the same pod and the same ClusterRole, so
-// a cluster installed either way runs the same thing.
+// deploy/spoke is the agent the addon delivers, by hand: the same pod and the same RBAC (every
+// ClusterRole, Role and binding, with its labels and aggregation rule), so a cluster installed
+// either way runs the same thing with the same permissions.
 func TestSpokeBase_IsTheDeliveredAgent(t *testing.T) {
 	cluster := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "CLUSTER_NAME"}}
 	mca := &addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: "CLUSTER_NAME"}}
@@ -272,17 +280,21 @@ func TestSpokeBase_IsTheDeliveredAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var delivered *appsv1.Deployment
-	var role *rbacv1.ClusterRole
+	deliveredRBAC := map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *appsv1.Deployment:
 			delivered = o
-		case *rbacv1.ClusterRole:
-			role = o
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding:
+			u := toUnstructured(t, o)
+			deliveredRBAC[objectKey(u)] = u
 		}
 	}
 	byHand := &appsv1.Deployment{}
 	readYAML(t, "spoke/deployment.yaml", byHand)
+	if byHand.Namespace != delivered.Namespace {
+		t.Errorf("deploy/spoke/deployment.yaml is in namespace %q, the delivered agent in %q", byHand.Namespace, delivered.Namespace)
+	}
 	if !equality.Semantic.DeepEqual(byHand.Spec.Template.Spec, delivered.Spec.Template.Spec) {
 		t.Errorf("deploy/spoke/deployment.yaml's pod differs from the delivered agent's:\nby hand:   %+v\ndelivered: %+v", byHand.Spec.Template.Spec, delivered.Spec.Template.Spec)
 	}
@@ -290,20 +302,67 @@ func TestSpokeBase_IsTheDeliveredAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	byHandRBAC := map[string]*unstructured.Unstructured{}
 	for _, doc := range strings.Split(string(b), "\n---\n") {
-		if !strings.Contains(doc, "kind: ClusterRole\n") {
-			continue
-		}
-		got := &rbacv1.ClusterRole{}
-		if err := yaml.UnmarshalStrict([]byte(doc), got); err != nil {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 			t.Fatal(err)
 		}
-		if !equality.Semantic.DeepEqual(got.Rules, role.Rules) {
-			t.Errorf("deploy/spoke ClusterRole rules %v, delivered %v", got.Rules, role.Rules)
+		if u.GetKind() == "ServiceAccount" || len(u.Object) == 0 {
+			continue
 		}
-		return
+		byHandRBAC[objectKey(u)] = u
 	}
-	t.Error("deploy/spoke/rbac.yaml has no ClusterRole")
+	if len(deliveredRBAC) < 6 {
+		t.Fatalf("the addon delivers %d RBAC objects, want the core and aggregated roles, their members and bindings", len(deliveredRBAC))
+	}
+	for key, want := range deliveredRBAC {
+		got, ok := byHandRBAC[key]
+		if !ok {
+			t.Errorf("deploy/spoke/rbac.yaml lacks %s", key)
+			continue
+		}
+		for _, field := range []string{"rules", "aggregationRule", "roleRef", "subjects"} {
+			if !equality.Semantic.DeepEqual(rbacField(got, field), rbacField(want, field)) {
+				t.Errorf("%s %s: deploy/spoke has %v, the addon delivers %v", key, field, got.Object[field], want.Object[field])
+			}
+		}
+		if !equality.Semantic.DeepEqual(got.GetLabels(), want.GetLabels()) {
+			t.Errorf("%s labels: deploy/spoke has %v, the addon delivers %v", key, got.GetLabels(), want.GetLabels())
+		}
+	}
+	for key := range byHandRBAC {
+		if _, ok := deliveredRBAC[key]; !ok {
+			t.Errorf("deploy/spoke/rbac.yaml has %s, which the addon does not deliver", key)
+		}
+	}
+}
+
+// rbacField reads a top-level field, an empty list the same as none (an aggregated role's rules).
+func rbacField(u *unstructured.Unstructured, field string) any {
+	v := u.Object[field]
+	if l, ok := v.([]any); ok && len(l) == 0 {
+		return nil
+	}
+	return v
+}
+
+func objectKey(u *unstructured.Unstructured) string {
+	return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+}
+
+// toUnstructured gives a typed object the form a YAML file decodes to.
+func toUnstructured(t *testing.T, o runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	b, err := yaml.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 func readYAML(t *testing.T, file string, into any) {

@@ -118,13 +118,15 @@ func startCluster(ctx context.Context, name, dir, binDir, wrapDir string, crds [
 }
 
 // startControllerManager runs the garbage collector and namespace controllers: without them a
-// deleted namespace stays Terminating forever and owned objects are never collected.
+// deleted namespace stays Terminating forever and owned objects are never collected. It also
+// aggregates ClusterRoles (aggregationRule), as every real cluster does: the spoke addon's policy
+// permissions are one.
 func (c *Cluster) startControllerManager(binDir string) error {
 	out, err := os.Create(filepath.Join(c.Dir, "logs", "kube-controller-manager.log"))
 	if err != nil {
 		return err
 	}
-	controllers := "garbagecollector,namespace"
+	controllers := "garbagecollector,namespace,clusterrole-aggregation"
 	var signing []string
 	if c.ca != nil {
 		// The certificates OCM's agents and addons ask for (signer kubernetes.io/kube-apiserver-client)

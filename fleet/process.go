@@ -106,3 +106,13 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 
 // PID is the process's ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// State is how the process ended (exit status or signal) once Done is closed; nil before.
+func (p *Process) State() *os.ProcessState {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState
+	default:
+		return nil
+	}
+}

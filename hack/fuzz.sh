@@ -18,6 +18,7 @@ FUZZMINIMIZETIME="${FUZZMINIMIZETIME:-5s}"
 # package target
 targets=(
 	"./policyserver FuzzAdmissionReview"
+	"./policyserver FuzzRequestLabels"
 	"./policyserver/engine FuzzPolicySettings"
 	"./policyserver/engine FuzzParseConstraintTemplate"
 	"./spoke-addon/configpolicy FuzzCompareObject"

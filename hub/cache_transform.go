@@ -13,7 +13,8 @@ var stripManagedFields = cache.TransformStripManagedFields()
 // trimPolicy keeps in the cache only what the hub reads of a Policy. A replica's compliance
 // history (status.details, up to ten entries per template in OCM) is the spoke's report to humans;
 // the rollout reads only its aggregate compliance and evaluated generation, and a hub caches one
-// replica per cluster and root.
+// replica per cluster and root. Of the details only an admission policy's serving generation
+// stays, for the dashboard (servingDetails).
 func trimPolicy(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
@@ -21,7 +22,7 @@ func trimPolicy(obj any) (any, error) {
 	}
 	if p, ok := obj.(*policyv1.Policy); ok {
 		if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
-			p.Status.Details = nil
+			p.Status.Details = servingDetails(p.Status.Details)
 			propagator.TrimReplica(p)
 		}
 	}

@@ -42,9 +42,10 @@ var (
 	fuzzAdmissionServer *Server
 )
 
-// fuzzServer loads fuzzPolicies once per process: building and compiling them costs seconds, an
-// evaluation microseconds.
-func fuzzServer(t *testing.T) *Server {
+// fuzzServer loads fuzzPolicies once per process: building and compiling them costs seconds (on
+// a cold build cache, more than the 10 s a fuzz worker may spend on one input before it counts as
+// hung, so FuzzAdmissionReview loads them before fuzzing starts), an evaluation microseconds.
+func fuzzServer(t testing.TB) *Server {
 	admissionOnce.Do(func() {
 		dir := t.TempDir() // read only while the policies load
 		b, err := guests.Build("wapc-labels")
@@ -120,6 +121,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add(uint8(0), review("admission.k8s.io/v2", `{"uid":"u"}`))
 	f.Add(uint8(0), review("admission.k8s.io/v1", `null`))
 	f.Add(uint8(0), []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"`))
+	fuzzServer(f)
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		s := fuzzServer(t)
 		path := fuzzPaths[int(which)%len(fuzzPaths)]

@@ -73,12 +73,17 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.engine.Load(ctx, spec)
+	stopInventory, err := s.replicateInventory(ctx, &spec)
 	if err != nil {
 		return nil, err
 	}
+	p, err := s.engine.Load(ctx, spec)
+	if err != nil {
+		stopInventory()
+		return nil, err
+	}
 	return &servedPolicy{Policy: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
-		report: reportRef(name, pc, mode), message: pc.Message}, nil
+		report: reportRef(name, pc, mode), message: pc.Message, stopInventory: stopInventory}, nil
 }
 
 // LoadRevision loads a policy under an explicit generation (for callers that manage

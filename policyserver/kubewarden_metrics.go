@@ -1,8 +1,6 @@
 package policyserver
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -60,55 +58,4 @@ func (k kubewardenMetrics) observe(p *servedPolicy, audit bool, request []byte, 
 		strconv.FormatBool(resp.Allowed), strconv.FormatBool(mutated), origin, errorCode}
 	k.evaluations.WithLabelValues(values...).Inc()
 	k.latency.WithLabelValues(values...).Observe(float64(took) / float64(time.Millisecond))
-}
-
-// requestLabels reads requestKind.kind, namespace and operation from an AdmissionRequest without
-// decoding its objects: kube-apiserver writes those fields before object and oldObject, so the
-// scan stops there; another layout costs a walk over the rest, never a wrong label.
-func requestLabels(request []byte) (kind, namespace, operation string) {
-	dec := json.NewDecoder(bytes.NewReader(request))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", "", ""
-	}
-	var fallbackKind string
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			break
-		}
-		switch key {
-		case "requestKind", "kind":
-			var gvk struct {
-				Kind string `json:"kind"`
-			}
-			if dec.Decode(&gvk) != nil {
-				return kind, namespace, operation
-			}
-			if key == "requestKind" {
-				kind = gvk.Kind
-			} else {
-				fallbackKind = gvk.Kind
-			}
-		case "namespace":
-			_ = dec.Decode(&namespace)
-		case "operation":
-			_ = dec.Decode(&operation)
-		default:
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return firstNonEmpty(kind, fallbackKind), namespace, operation
-			}
-		}
-		if operation != "" && kind != "" {
-			break
-		}
-	}
-	return firstNonEmpty(kind, fallbackKind), namespace, operation
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

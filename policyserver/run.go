@@ -98,6 +98,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger)
+	s.replicator, _ = opts.Host.(InventoryReplicator)
 	if err := startAdmissionReports(ctx, opts.AdmissionReports, m, s); err != nil {
 		_ = e.Close(ctx)
 		return nil, err

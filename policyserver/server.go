@@ -37,15 +37,19 @@ type servedPolicy struct {
 	report *reports.PolicyRef
 	// message replaces rejection messages (PolicyConfig.Message).
 	message string
+	// stopInventory stops replicating the policy's Gatekeeper inventory (a no-op for others).
+	stopInventory func()
 }
 
 // Server answers admission requests for the policies in its registry.
 type Server struct {
-	engine   *engine.Engine
-	policies *registry.Registry[*servedPolicy]
-	metrics  *metrics
-	log      logr.Logger
-	mux      *http.ServeMux
+	engine *engine.Engine
+	// replicator fills Gatekeeper policies' inventories; nil without Kubernetes access.
+	replicator InventoryReplicator
+	policies   *registry.Registry[*servedPolicy]
+	metrics    *metrics
+	log        logr.Logger
+	mux        *http.ServeMux
 
 	// workers bounds evaluations running at once (≈ cores: more only adds contention);
 	// waiting bounds the queue behind them, beyond which requests are turned away (429).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +40,8 @@ type LocalPolicyServer struct {
 	certs   selfsigned.Files
 	addrs   []string
 	lb      *fleet.LoadBalancer
+	// mu serialises changes to the replica set: Scale and the quickstart's restarts.
+	mu sync.Mutex
 }
 
 // Close stops the balancer; the replicas stop with the fleet.
@@ -93,7 +96,31 @@ func (p *LocalPolicyServer) Scale(ctx context.Context, n int) error {
 	if err := p.client.Patch(ctx, ps, patch); err != nil {
 		return fmt.Errorf("scale PolicyServer on %s: %w", p.cluster.Name, err)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.run(n)
+}
+
+// supervised gives each replica with the way to start it again: on its own address and
+// replica number, as a StatefulSet recreates its pod.
+func (p *LocalPolicyServer) supervised() []*supervised {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*supervised, len(p.Replicas))
+	for i, proc := range p.Replicas {
+		out[i] = &supervised{proc: proc, start: func() (*fleet.Process, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if i >= len(p.Replicas) {
+				return nil, fmt.Errorf("replica %d is no longer wanted (scaled to %d)", i, len(p.Replicas))
+			}
+			if err := p.run(len(p.Replicas)); err != nil {
+				return nil, err
+			}
+			return p.Replicas[i], nil
+		}}
+	}
+	return out
 }
 
 func (p *LocalPolicyServer) run(n int) error {

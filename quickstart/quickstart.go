@@ -35,6 +35,12 @@ type Options struct {
 	Lifetime time.Duration
 	// Out receives what a user reads.
 	Out io.Writer
+	// RealNode gives RealNodeCluster a real node (root and Debian's containerd, runc and CNI
+	// plugins; CheckRealNode) and shows a pod Running on it and a privileged one refused. Without
+	// what it needs the run fails at once, saying what is missing.
+	RealNode bool
+	// RealNodeWithin bounds the real-node demonstration; 5 minutes when zero.
+	RealNodeWithin time.Duration
 }
 
 // Run starts the fleet, prints how to use it, waits for ctx (Ctrl-C) or the lifetime, and stops.
@@ -45,10 +51,35 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Out == nil {
 		opts.Out = os.Stdout
 	}
+	fleetOpts := fleet.Options{Managed: Clusters, BinDir: opts.BinDir, Log: opts.Out}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if opts.RealNode {
+		// Before anything is built or started: a missing package must not cost a fleet start.
+		if err := CheckRealNode(opts.BinDir, self); err != nil {
+			return err
+		}
+	}
 	if err := ensureBinaries(ctx, opts); err != nil {
 		return err
 	}
-	f, err := fleet.Start(ctx, fleet.Options{Managed: Clusters, BinDir: opts.BinDir, Log: opts.Out})
+	if opts.RealNode {
+		// The node imports the image while it starts; the tarball is not needed after that.
+		imageDir, err := os.MkdirTemp("", "regent-quickstart-image-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(imageDir)
+		tarball, err := writeNodeImage(imageDir, self)
+		if err != nil {
+			return err
+		}
+		fleetOpts.Managed = withRealNode(Clusters, RealNodeCluster)
+		fleetOpts.NodeImages, fleetOpts.PauseImage = []string{tarball}, nodeImage
+	}
+	f, err := fleet.Start(ctx, fleetOpts)
 	if err != nil {
 		return err
 	}
@@ -63,34 +94,72 @@ func Run(ctx context.Context, opts Options) error {
 		ctx, cancel = context.WithTimeout(ctx, opts.Lifetime)
 		defer cancel()
 	}
+	if opts.RealNode {
+		if err := taintNode(ctx, f.Cluster(RealNodeCluster)); err != nil {
+			return err
+		}
+	}
 	procs, err := startRegent(ctx, f, opts.BinDir)
 	if err != nil {
 		return err
+	}
+	sv, err := newSupervisor(opts.Out, filepath.Join(f.Dir, "run"))
+	if err != nil {
+		return err
+	}
+	// Supervision ends, and every restart it began has finished, before the fleet stops, so
+	// Stop sees each process that was ever started.
+	svCtx, stopSupervising := context.WithCancel(ctx)
+	defer func() { stopSupervising(); sv.wait() }()
+	for _, p := range procs {
+		sv.keep(svCtx, p)
 	}
 	if err := applySample(ctx, f.Hub.Config, f.Dir); err != nil {
 		return err
 	}
 	printGuide(opts.Out, f, opts.BinDir)
-	return waitOrFail(ctx, procs)
+	if opts.RealNode {
+		within := opts.RealNodeWithin
+		if within == 0 {
+			within = 5 * time.Minute
+		}
+		// Ctrl-C during the demonstration is a stop, not a failure.
+		if err := showRealNode(ctx, opts.Out, f.Cluster(RealNodeCluster), within); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("real node: %w", err)
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// withRealNode is specs with a real node on the cluster named name.
+func withRealNode(specs []fleet.ClusterSpec, name string) []fleet.ClusterSpec {
+	out := make([]fleet.ClusterSpec, len(specs))
+	for i, s := range specs {
+		s.RealNode = s.Name == name
+		out[i] = s
+	}
+	return out
 }
 
 // startRegent runs, as the separate processes a real deployment has, OCM's placement controller,
 // Regent's hub, and on each managed cluster a spoke addon with its own hub identity and a
-// two-replica policy server.
-func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.Process, error) {
+// two-replica policy server; each comes with the way to start it again.
+func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*supervised, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	placement, err := f.StartPlacementController(binDir)
+	startPlacement := func() (*fleet.Process, error) { return f.StartPlacementController(binDir) }
+	placement, err := startPlacement()
 	if err != nil {
 		return nil, err
 	}
-	hubProc, err := f.StartProcess("regent-hub", self, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0")
+	hubProc, err := launch(f, "regent-hub", self, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0")
 	if err != nil {
 		return nil, err
 	}
-	procs := []*fleet.Process{placement, hubProc}
+	procs := []*supervised{{proc: placement, start: startPlacement}, hubProc}
 	for _, c := range f.Managed {
 		identity, err := spokeaddon.IssueHubIdentity(ctx, f.Hub.Config, c.Name, 24*3600)
 		if err != nil {
@@ -104,8 +173,8 @@ func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.P
 		if err != nil {
 			return nil, err
 		}
-		procs = append(procs, ps.Replicas...)
-		p, err := f.StartProcess("regent-spoke-addon-"+c.Name, self, "spoke-addon", "--hub-kubeconfig", hubKubeconfig,
+		procs = append(procs, ps.supervised()...)
+		p, err := launch(f, "regent-spoke-addon-"+c.Name, self, "spoke-addon", "--hub-kubeconfig", hubKubeconfig,
 			"--kubeconfig", c.Kubeconfig, "--cluster-name", c.Name, "--metrics-bind-address", "0",
 			"--policy-server-url", ps.URL, "--policy-server-ca", ps.CAFile)
 		if err != nil {
@@ -114,29 +183,6 @@ func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*fleet.P
 		procs = append(procs, p)
 	}
 	return procs, nil
-}
-
-// waitOrFail returns nil when ctx ends, or an error naming the first process that died.
-func waitOrFail(ctx context.Context, procs []*fleet.Process) error {
-	died := make(chan *fleet.Process, len(procs))
-	for _, p := range procs {
-		go func() {
-			select {
-			case <-p.Done():
-				died <- p
-			case <-ctx.Done():
-			}
-		}()
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case p := <-died:
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("%s stopped unexpectedly: %v (log: %s)", p.Name, p.ExitError(), p.Log)
-	}
 }
 
 func ensureBinaries(ctx context.Context, opts Options) error {
@@ -182,6 +228,9 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	fmt.Fprintf(out, "and the hub shows, per cluster, which replicas serve the policy:\n")
 	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -n %s policies.no-privileged-pods -o jsonpath='{.status.details[0].history[0].message}'\n",
 		kubectl, f.Hub.Kubeconfig, f.Managed[0].Name)
+	fmt.Fprintf(out, "\nA process that dies is started again, as its Deployment would be; PIDs are in %s.\n"+
+		"Kill the hub mid-rollout and watch the rollout resume where it was:\n", filepath.Join(f.Dir, "run"))
+	fmt.Fprintf(out, "  kill -9 $(cat %s)\n", filepath.Join(f.Dir, "run", "regent-hub.pid"))
 	fmt.Fprintf(out, "\nlogs of Regent's processes and OCM's placement controller: %s\n", filepath.Join(f.Dir, "logs"))
 	fmt.Fprintf(out, "logs of every apiserver, etcd and controller manager: %s\n", filepath.Join(f.Dir, "<cluster>", "logs"))
 	fmt.Fprintf(out, "press Ctrl-C to stop and clean up\n")

@@ -48,6 +48,9 @@ const (
 	DefaultHubBurst   = 50
 )
 
+// LeaderElectionID is the Lease the addon's replicas elect the active one with.
+const LeaderElectionID = "regent-spoke-addon"
+
 // Options configure the spoke addon.
 type Options struct {
 	// Hub is the addon's hub identity; it needs only its cluster namespace. Without a QPS of its
@@ -61,6 +64,12 @@ type Options struct {
 	InstallNamespace string
 	// MetricsAddr serves /metrics; "0" disables.
 	MetricsAddr string
+	// LeaderElection makes one replica of the addon active at a time, under the Lease
+	// LeaderElectionID in LeaderElectionNamespace (InstallNamespace when empty): a Deployment's
+	// rolling update starts the new pod before the old one stops, and two active addons would
+	// both write the same templates and statuses.
+	LeaderElection          bool
+	LeaderElectionNamespace string
 	// HealthProbeBindAddress serves /healthz (the process answers) and /readyz (the managed
 	// cluster's cache has synced and the hub answers); empty disables.
 	HealthProbeBindAddress string
@@ -99,12 +108,21 @@ func New(opts Options) (manager.Manager, error) {
 	if opts.MetricsAddr == "" {
 		opts.MetricsAddr = "0"
 	}
+	if opts.LeaderElectionNamespace == "" {
+		opts.LeaderElectionNamespace = opts.InstallNamespace
+	}
 	opts.Local = withRateLimit(opts.Local, DefaultLocalQPS, DefaultLocalBurst)
 	opts.Hub = withRateLimit(opts.Hub, DefaultHubQPS, DefaultHubBurst)
 	mgr, err := ctrl.NewManager(opts.Local, ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		LeaderElection:         opts.LeaderElection,
+		LeaderElectionID:       LeaderElectionID,
+		// Not the Lease named AddonName beside it: that one is OCM's health signal of the addon.
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// A replica that stops hands over at once instead of after the Lease's duration.
+		LeaderElectionReleaseOnCancel: true,
 		// A process may build the addon more than once (tests run several addons in-process).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// Template and dependency objects are read through the watches that wake their policies,

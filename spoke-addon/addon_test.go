@@ -253,8 +253,8 @@ func (s *suite) createReplica(t *testing.T, name string, mutate func(*policyv1.P
 	return p
 }
 
-// acknowledge does what the hub's propagator does after writing a replica: it gives it a rollout
-// status, without which the addon does not take a replica as the hub's.
+// acknowledge gives a replica a rollout status, as the hub's propagator does once its cluster's
+// status moves past the initial one: that vouches for it even without the replica labels.
 func acknowledge(t *testing.T, hub client.Client, p *policyv1.Policy) {
 	t.Helper()
 	patch := []byte(`{"status":{"rolloutStatus":"Progressing"}}`)

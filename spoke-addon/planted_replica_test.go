@@ -11,12 +11,16 @@ import (
 )
 
 // plantedReplicaNeverReachesTheCluster: someone allowed to write Policies in the cluster
-// namespace on the hub creates default.fake with OCM's replica labels. The hub's propagator
-// deletes it (it has no root); until then the addon must not apply it, since an enforced template
-// would change the cluster at once. The addon copies only what the propagator acknowledged.
+// namespace on the hub creates default.fake, an enforcing Policy that does not carry the
+// propagator's replica labels naming it. The addon must not apply it, since an enforced template
+// would change the cluster at once. The addon copies only what the propagator acknowledged: its
+// replica labels (a replica's creation is the hub's only write for it) or a rollout status.
 func (s *suite) plantedReplicaNeverReachesTheCluster(t *testing.T) {
 	ctx := context.Background()
-	fake := s.replica(t, "fake", func(p *policyv1.Policy) { p.Spec.RemediationAction = policyv1.Enforce })
+	fake := s.replica(t, "fake", func(p *policyv1.Policy) {
+		p.Spec.RemediationAction = policyv1.Enforce
+		p.Labels["policy.open-cluster-management.io/root-policy"] = "default.other"
+	})
 	if err := s.hub.Create(ctx, fake); err != nil {
 		t.Fatal(err)
 	}

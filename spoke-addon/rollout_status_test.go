@@ -10,22 +10,33 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
-// rolloutStatusReachesTheCopy: the propagator sets each replica's rollout status on the hub; the
-// managed cluster's copy carries it, and `kubectl get policies` there shows it in the "Rollout
-// status" column (read here as kubectl reads it: the apiserver's table).
+// rolloutStatusReachesTheCopy: the propagator sets each replica's rollout status on the hub, except
+// the initial one, which a replica without any means; the managed cluster's copy carries it
+// either way, and `kubectl get policies` there shows it in the "Rollout status" column (read here
+// as kubectl reads it: the apiserver's table).
 func (s *suite) rolloutStatusReachesTheCopy(t *testing.T, localCfg *rest.Config) {
 	ctx := context.Background()
-	p := s.createReplica(t, "rollout-column", nil)
+	// As the propagator creates a progressive rollout's replica in its first pass: inform, and its
+	// creation the only write.
+	p := s.replica(t, "rollout-column", func(p *policyv1.Policy) {
+		p.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive}
+	})
+	if err := s.hub.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
 	for _, status := range []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutSucceeded} {
-		// What the hub's propagator writes on the replica.
-		patch := fmt.Sprintf(`{"status":{"rolloutStatus":%q}}`, status)
-		if err := s.hub.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
+		if status != policyv1.InitialRolloutStatus(&p.Spec) {
+			// What the hub's propagator writes on the replica.
+			patch := fmt.Sprintf(`{"status":{"rolloutStatus":%q}}`, status)
+			if err := s.hub.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
 		}
 		s.localPolicy(t, p.Name, func(l *policyv1.Policy) (bool, string) {
 			return l.Status.RolloutStatus == status, fmt.Sprintf("local rollout status %q, want %q", l.Status.RolloutStatus, status)

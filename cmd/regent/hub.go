@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -15,7 +17,7 @@ import (
 func newHubCommand() *cobra.Command {
 	var opts hub.Options
 	var kubeconfig, addonImage, memoryLimit, maxReplicated string
-	var addonManager bool
+	var addonManager, dashboardOn bool
 	var placement opa.Options
 	var placementInventory []string
 	cmd := &cobra.Command{
@@ -44,8 +46,17 @@ func newHubCommand() *cobra.Command {
 				}
 				placement.Inventory = append(placement.Inventory, gvr)
 			}
+			runHub := func(ctx context.Context) error { return hub.Run(ctx, opts) }
+			if dashboardOn && placement.Addr == "" && cmd.Flags().Changed("dashboard") {
+				return errors.New("--dashboard is served on --placement-api-addr, which is empty")
+			}
+			if dashboardOn && placement.Addr != "" {
+				if runHub, err = withDashboard(cfg, opts, &placement); err != nil {
+					return err
+				}
+			}
 			g, ctx := errgroup.WithContext(cmd.Context())
-			g.Go(func() error { return hub.Run(ctx, opts) })
+			g.Go(func() error { return runHub(ctx) })
 			if addonManager {
 				g.Go(func() error {
 					return addon.Run(ctx, cfg, addon.Options{Image: addonImage,
@@ -84,6 +95,7 @@ func newHubCommand() *cobra.Command {
 	f.DurationVar(&placement.Admission.Budget, "placement-admission-budget", opa.DefaultAdmissionBudget, "time one Placement admission may take, retries of transient errors included; keep it under the webhook's timeoutSeconds")
 	f.BoolVar(&placement.Admission.Disabled, "placement-admission-disabled", false, "serve no Placement webhook and run no remediator (the query API only)")
 	f.BoolVar(&placement.Admission.DryRun, "placement-remediation-dry-run", false, "the remediator only reports (Events PlacementWouldRemediate, log, regent_placement_remediations_total) what it would change on Placements")
+	f.BoolVar(&dashboardOn, "dashboard", true, "serve the read-only fleet dashboard at /dashboard/ on --placement-api-addr, to users who may get the non-resource URL /dashboard (docs/dashboard.md)")
 	f.StringArrayVar(&placementInventory, "placement-inventory", nil, "group/version/resource replicated into the placement engine besides ManagedClusters, ManagedClusterSets(Bindings) and AddOnPlacementScores (core group: /v1/namespaces); repeatable")
 	return cmd
 }

@@ -42,7 +42,7 @@ func newRootCommand() *cobra.Command {
 			// client-go and the apiserver libraries log through klog: the same sink, the
 			// same format.
 			klog.SetLogger(logger)
-			if cmd.Name() != "version" {
+			if !isTool(cmd) {
 				v := currentVersion()
 				logger.Info("regent starting", "command", cmd.Name(), "version", v.Version, "revision", v.Revision, "go", v.GoVersion)
 			}
@@ -50,5 +50,30 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().AddGoFlagSet(logFlags)
 	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand(), newReportsAggregatorCommand(), newVersionCommand())
+	root.AddCommand(tool(newPolicyCommand()), tool(newVerifyCommand()), tool(newDryrunCommand()))
+	root.AddCommand(tool(newStatusCommand(root)))
 	return root
+}
+
+// toolAnnotation marks a command a person runs and reads (version, status, policy, …), as opposed
+// to a long-running component: its output is for the user, so it logs no start line.
+const toolAnnotation = "regent.dev/tool"
+
+// tool marks cmd as a tool command and returns it.
+func tool(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[toolAnnotation] = "true"
+	return cmd
+}
+
+// isTool reports whether cmd or one of its parents is a tool command.
+func isTool(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations[toolAnnotation] == "true" {
+			return true
+		}
+	}
+	return false
 }

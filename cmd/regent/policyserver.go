@@ -26,7 +26,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var useLifecycle, replicaFromHostname bool
 	var scan background.Options
 	var backgroundScan bool
-	var kubeconfig, leaderKubeconfig, pullCA string
+	var kubeconfig, leaderKubeconfig, pullCA, role string
 	var reportFlags admissionReportFlags
 	cmd := &cobra.Command{
 		Use:   "policy-server",
@@ -34,7 +34,9 @@ func newPolicyServerCommand() *cobra.Command {
 		Long: "Without --lifecycle the policies come from --policies, a Kubewarden policies.yml. With --lifecycle they\n" +
 			"come from the PolicyRevisions of --policy-server: the replica holding the Lease pulls, precompiles,\n" +
 			"validates and signs them into its cache (--shared-cache, or its own --signed-cache from which the others\n" +
-			"fetch them), and every replica verifies and loads them and reports Ready.",
+			"fetch them), and every replica verifies and loads them and reports Ready. --role splits the two where\n" +
+			"one identity may not do both: in a cluster the StatefulSet's replicas run --role=replica and a\n" +
+			"Deployment of its own, as the leader's ServiceAccount, --role=leader.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = ctrl.Log.WithName("policy-server")
 			if pullCA != "" {
@@ -61,6 +63,9 @@ func newPolicyServerCommand() *cobra.Command {
 			cfg, err := loadConfig(kubeconfig)
 			if err != nil {
 				return err
+			}
+			if lc.Role, err = lifecycle.ParseRole(role); err != nil {
+				return fmt.Errorf("--role: %w", err)
 			}
 			if replicaFromHostname {
 				if lc.Replica, err = replicaOrdinal(); err != nil {
@@ -101,6 +106,8 @@ func newPolicyServerCommand() *cobra.Command {
 		"(default: --kubeconfig's, which a replica's ServiceAccount is refused)")
 	f.StringVar(&lc.PolicyServer, "policy-server", "default", "PolicyServer whose revisions this replica serves")
 	f.StringVar(&lc.Namespace, "namespace", "regent-system", "namespace of the PolicyRevisions, Leases and signing Secret")
+	f.StringVar(&role, "role", string(lifecycle.RoleAll), "with --lifecycle, the part this process plays: all (serve, report Ready, and lead while holding the Lease),\n"+
+		"replica (serve and report Ready, never campaign) or leader (lead while holding the Lease and serve signed entries, no admission)")
 	f.IntVar(&lc.Replica, "replica", 0, "this replica's number")
 	f.BoolVar(&replicaFromHostname, "replica-from-hostname", false, "take the replica number from a StatefulSet hostname (<name>-<n>)")
 	f.StringVar(&lc.SharedCache, "shared-cache", "", "folder of signed cache entries every replica shares (ReadWriteMany volume); not with --signed-cache")

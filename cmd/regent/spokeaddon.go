@@ -46,6 +46,8 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.ClusterName, "cluster-name", "", "this managed cluster's name (required)")
 	f.StringVar(&opts.InstallNamespace, "install-namespace", spokeaddon.DefaultInstallNamespace, "namespace of the addon's Lease")
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active addon among replicas (the delivered Deployment sets it)")
+	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: --install-namespace)")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
 	f.BoolVar(&opts.ExternalReportsAggregator, "external-reports-aggregator", false, "leave report aggregation to 'regent reports-aggregator' processes (e.g. sharded) instead of running it here")
 	f.IntVar(&opts.ReportsRollup.MaxResults, "rollup-max-results", rollup.DefaultMaxResults, "worst results (fail, error, warn) a policy's summary on the hub names")

@@ -68,5 +68,5 @@ func newVersionCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json for a machine-readable version")
-	return cmd
+	return tool(cmd)
 }

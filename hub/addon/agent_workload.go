@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,43 +37,27 @@ var agentResources = corev1.ResourceRequirements{
 	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 }
 
-// agentClusterRole is what the spoke addon may do on its managed cluster. It is OCM's own choice
-// for its config-policy-controller: every verb on every resource, and for the same reasons. A
-// ConfigurationPolicy may enforce (create, patch, delete) or inform on (list, watch) any kind,
-// including CRDs installed after the addon; the addon writes each PolicyServer's Role and
-// ClusterRole for the lookups its policies declare, which RBAC allows only to a writer holding
-// those permissions itself; and it manages webhooks, CRD-backed reports and Leases. Unlike the
-// cluster-admin binding it replaces, it names no non-resource URLs, and it is Regent's own role:
-// an admin who narrows what policies may enforce edits this one ClusterRole (policies touching
-// kinds outside it then report the Forbidden error as NonCompliant).
-func agentClusterRole() *rbacv1.ClusterRole {
-	return &rbacv1.ClusterRole{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: agentDeployment},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
-	}
-}
-
-// agentWorkload is the spoke addon's ServiceAccount, ClusterRole, binding and Deployment in ns,
-// shaped by the AddOnDeploymentConfig config (nil: none applies).
+// agentWorkload is the spoke addon's ServiceAccount, its RBAC (agentRBAC), the policy servers'
+// namespace and the Deployment in ns, shaped by the AddOnDeploymentConfig config (nil: none
+// applies).
 func agentWorkload(clusterName, ns, image string, config *addonapiv1beta1.AddOnDeploymentConfig) ([]runtime.Object, error) {
 	labels := map[string]string{"app": agentDeployment}
 	sa := &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: agentDeployment, Namespace: ns},
 	}
-	role := agentClusterRole()
-	binding := &rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: agentDeployment},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+	// The policy servers' namespace carries the agent's Role there, so it arrives first; like the
+	// CRDs it stays when the addon is disabled, with the PolicyServers' workloads in it.
+	psNamespace := &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: addonidentity.PolicyServerNamespace,
+			Annotations: map[string]string{addonapiv1beta1.DeletionOrphanAnnotationKey: ""}},
 	}
 	container := corev1.Container{
 		Name:  agentContainer,
 		Image: image,
 		Args: []string{"spoke-addon", "--hub-kubeconfig=/var/run/hub/kubeconfig",
-			"--cluster-name=" + clusterName, "--install-namespace=" + ns,
+			"--cluster-name=" + clusterName, "--install-namespace=" + ns, "--admission-namespace=" + addonidentity.PolicyServerNamespace, "--leader-elect",
 			fmt.Sprintf("--metrics-bind-address=:%d", metricsPort), fmt.Sprintf("--health-probe-bind-address=:%d", probePort)},
 		Ports: []corev1.ContainerPort{
 			{Name: "metrics", ContainerPort: metricsPort},
@@ -114,7 +97,12 @@ func agentWorkload(clusterName, ns, image string, config *addonapiv1beta1.AddOnD
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
-	return []runtime.Object{sa, role, binding, deploy}, nil
+	objs := []runtime.Object{sa}
+	if ns != psNamespace.Name {
+		objs = append(objs, psNamespace)
+	}
+	objs = append(objs, agentRBAC(sa.Name, ns)...)
+	return append(objs, deploy), nil
 }
 
 // applyDeploymentConfig puts an AddOnDeploymentConfig's node placement, proxy variables and

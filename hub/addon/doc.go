@@ -6,7 +6,8 @@
 // what OCM's registration agent turns into the ManagedClusterAddOn's Available condition.
 //
 // The agent's manifests are what a managed cluster needs to run it: Regent's CRDs (left in place
-// when the addon is disabled), its ClusterRole, the Deployment and PolicyServer "default", shaped
+// when the addon is disabled), its RBAC (agent_rbac.go: a core ClusterRole, namespaced Roles and an
+// aggregated ClusterRole for what policies enforce), the Deployment and PolicyServer "default", shaped
 // by the cluster's AddOnDeploymentConfig. With leader election the manager runs in one hub replica
 // only, under the Lease LeaderElectionID. Who the addon is (name, namespace, hub Role) lives in
 // package addonidentity, which the spoke side imports too.

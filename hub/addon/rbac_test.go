@@ -101,7 +101,7 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	eventually(t, time.Minute, func() (bool, string) {
 		rep := &policyv1.Policy{}
 		err := admin.Get(ctx, client.ObjectKey{Namespace: "cluster1", Name: "team1.p"}, rep)
-		return err == nil && rep.Status.RolloutStatus == policyv1.RolloutProgressing, fmt.Sprintf("replica: %v %q", err, rep.Status.RolloutStatus)
+		return err == nil && rep.EffectiveRolloutStatus() == policyv1.RolloutProgressing, fmt.Sprintf("replica: %v %q", err, rep.EffectiveRolloutStatus())
 	})
 	eventually(t, time.Minute, func() (bool, string) {
 		got := &policyv1.Policy{}

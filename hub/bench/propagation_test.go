@@ -74,24 +74,50 @@ func BenchmarkPropagation(b *testing.B) {
 
 	for i := 0; i < b.N; i++ {
 		// The hub first: the peers' objects would look like roots to it.
-		hubSecs, requests, writes, rss := runHub(b, ctx, c, h.Kubeconfig, names, roots, qps, burst, fmt.Sprintf("run%d", i))
+		run := runHub(b, ctx, c, h.Kubeconfig, names, roots, qps, burst, fmt.Sprintf("run%d", i))
+		hubSecs := run.secs
 		b.ReportMetric(hubSecs, "hub-s")
 		b.ReportMetric(float64(want)/hubSecs, "hub-replicas/s")
-		b.ReportMetric(requests/float64(want), "hub-requests/replica")
-		b.ReportMetric(writes/float64(want), "hub-writes/replica")
-		b.ReportMetric(rss/(1<<20), "hub-peak-rss-MiB")
-		if os.Getenv("REGENT_BENCH_PEERS") == "0" {
+		b.ReportMetric(run.requests/float64(want), "hub-requests/replica")
+		b.ReportMetric(run.writes/float64(want), "hub-writes/replica")
+		b.ReportMetric(run.rss/(1<<20), "hub-peak-rss-MiB")
+		if run.idleSecs > 0 {
+			b.ReportMetric(run.idleWrites, "idle-writes")
+			b.ReportMetric(run.idleCPU, "idle-cpu-s")
+			b.ReportMetric(run.idleSecs, "idle-s")
+		}
+		if run.restarted {
+			b.ReportMetric(run.restartWrites, "restart-writes")
+			b.ReportMetric(run.restartRequests, "restart-requests")
+			b.ReportMetric(run.restartSecs, "restart-steady-s")
+			b.ReportMetric(run.restartRSS/(1<<20), "restart-peak-rss-MiB")
+		}
+		peers := os.Getenv("REGENT_BENCH_PEERS")
+		if peers == "0" {
 			continue
 		}
-		limited := rest.CopyConfig(h.Config)
-		limited.QPS, limited.Burst = float32(qps), burst
-		peer := createLoop(b, ctx, limited, names, roots, fmt.Sprintf("peer%d", i), 16)
+		if peers != "ceiling" {
+			limited := rest.CopyConfig(h.Config)
+			limited.QPS, limited.Burst = float32(qps), burst
+			peer := createLoop(b, ctx, limited, names, roots, fmt.Sprintf("peer%d", i), 16)
+			b.ReportMetric(peer, "client-loop-s")
+			b.ReportMetric(hubSecs/peer, "hub/client-loop")
+		}
 		ceiling := createLoop(b, ctx, admin, names, roots, fmt.Sprintf("ceiling%d", i), 16)
-		b.ReportMetric(peer, "client-loop-s")
 		b.ReportMetric(ceiling, "unthrottled-s")
-		b.ReportMetric(hubSecs/peer, "hub/client-loop")
 		b.ReportMetric(hubSecs/ceiling, "hub/unthrottled")
 	}
+}
+
+// hubRun is what one run of the hub measured.
+type hubRun struct {
+	secs, requests, writes, rss float64
+	// idle*: the hub left alone once settled, for REGENT_BENCH_IDLE_SECONDS.
+	idleSecs, idleWrites, idleCPU float64
+	// restart*: a second hub process started on the settled fleet (REGENT_BENCH_RESTART=1), until
+	// it reconciled every root and went quiet.
+	restarted                                               bool
+	restartWrites, restartRequests, restartSecs, restartRSS float64
 }
 
 // setupFleet registers clusters (ManagedCluster + namespace) as fast as the apiserver allows.
@@ -144,7 +170,7 @@ func createLoop(b *testing.B, ctx context.Context, cfg *rest.Config, clusters []
 
 // runHub starts the hub as a child process, creates the roots, bindings and decisions, and
 // returns the seconds until every replica exists, the hub's requests and writes, and its peak RSS.
-func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig string, clusters []string, roots, qps, burst int, ns string) (secs, requests, writes, rss float64) {
+func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig string, clusters []string, roots, qps, burst int, ns string) (run hubRun) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
@@ -170,20 +196,8 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 		b.Fatal(err)
 	}
 
-	metricsAddr := freeAddr(b)
-	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
-	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envQPS+"="+strconv.Itoa(qps),
-		envBurst+"="+strconv.Itoa(burst), envMetrics+"="+metricsAddr)
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
+	child, metricsAddr := startMeasuredHub(b, kubeconfig, qps, burst)
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	// controller-runtime publishes its reconcile counters once the controller started, which is
-	// after its caches synced.
-	for !strings.Contains(metricsText(metricsAddr), `controller_runtime_reconcile_total{controller="root-policy"`) {
-		time.Sleep(100 * time.Millisecond)
-	}
 	before := scrape(metricsAddr, "rest_client_requests_total")
 
 	prefix := ns + "."
@@ -194,31 +208,117 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 		}
 	}
 	waitForReplicas(b, ctx, c, prefix, len(clusters)*roots, began)
-	secs = time.Since(began).Seconds()
-	// Let the hub finish the replicas' rollout statuses, then count its requests.
+	run.secs = time.Since(began).Seconds()
+	// Let the hub finish whatever follows the creations, then count its requests.
 	time.Sleep(3 * time.Second)
+	awaitQuiet(metricsAddr, roots)
+	run.requests = scrape(metricsAddr, "rest_client_requests_total") - before
+	run.writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
+	logRequests(b, "hub", metricsAddr)
+	run.rss = peakRSS(child.Process.Pid)
+
+	if idle := envInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
+		w0, cpu0 := scrapeWrites(metricsAddr), cpuSeconds(child.Process.Pid)
+		time.Sleep(time.Duration(idle) * time.Second)
+		run.idleSecs = float64(idle)
+		run.idleWrites = scrapeWrites(metricsAddr) - w0
+		run.idleCPU = cpuSeconds(child.Process.Pid) - cpu0
+		logRequests(b, "idle hub", metricsAddr)
+	}
+	_ = child.Process.Signal(syscall.SIGTERM)
+	_ = child.Wait()
+
+	if os.Getenv("REGENT_BENCH_RESTART") == "1" {
+		began := time.Now()
+		again, addr := startMeasuredHub(b, kubeconfig, qps, burst)
+		defer func() { _ = again.Process.Kill(); _ = again.Wait() }()
+		awaitQuiet(addr, roots)
+		run.restarted = true
+		run.restartSecs = time.Since(began).Seconds()
+		run.restartRequests = scrape(addr, "rest_client_requests_total")
+		run.restartWrites = scrapeWrites(addr)
+		run.restartRSS = peakRSS(again.Process.Pid)
+		logRequests(b, "restarted hub", addr)
+		_ = again.Process.Signal(syscall.SIGTERM)
+		_ = again.Wait()
+	}
+	return run
+}
+
+// startMeasuredHub starts the hub as a child process and returns once its controller started,
+// which is after its caches synced (controller-runtime publishes its reconcile counters then).
+func startMeasuredHub(b *testing.B, kubeconfig string, qps, burst int) (*exec.Cmd, string) {
+	metricsAddr := freeAddr(b)
+	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
+	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envQPS+"="+strconv.Itoa(qps),
+		envBurst+"="+strconv.Itoa(burst), envMetrics+"="+metricsAddr)
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	for !strings.Contains(metricsText(metricsAddr), `controller_runtime_reconcile_total{controller="root-policy"`) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return child, metricsAddr
+}
+
+// awaitQuiet returns once the hub reconciled every root at least once, has nothing queued, and
+// sent no request for 5 seconds.
+func awaitQuiet(addr string, roots int) {
 	for quiet := 0; quiet < 5; {
-		r := scrape(metricsAddr, "rest_client_requests_total")
+		r := scrape(addr, "rest_client_requests_total")
 		time.Sleep(time.Second)
-		if scrape(metricsAddr, "rest_client_requests_total") == r {
+		text := metricsText(addr)
+		done := sumFamily(strings.NewReader(text), "controller_runtime_reconcile_total") >= float64(roots)
+		queued := sumFamily(strings.NewReader(text), "workqueue_depth") > 0
+		if done && !queued && sumFamily(strings.NewReader(text), "rest_client_requests_total") == r {
 			quiet++
 		} else {
 			quiet = 0
 		}
 	}
-	requests = scrape(metricsAddr, "rest_client_requests_total") - before
-	writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
+}
+
+func logRequests(b *testing.B, who, addr string) {
 	var lines []string
-	for _, line := range strings.Split(metricsText(metricsAddr), "\n") {
+	for _, line := range strings.Split(metricsText(addr), "\n") {
 		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") {
 			lines = append(lines, line)
 		}
 	}
-	b.Log("hub requests:\n" + strings.Join(lines, "\n"))
-	rss = peakRSS(child.Process.Pid)
-	_ = child.Process.Signal(syscall.SIGTERM)
-	_ = child.Wait()
-	return secs, requests, writes, rss
+	b.Log(who + " requests:\n" + strings.Join(lines, "\n"))
+}
+
+// scrapeWrites sums the hub's requests that are not reads (client-go's rest_client_requests_total
+// by method).
+func scrapeWrites(addr string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(metricsText(addr), "\n") {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") || strings.Contains(line, `method="GET"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// cpuSeconds reads the user+system CPU time a process has used.
+func cpuSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start after the last ')'.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
 }
 
 // waitForReplicas counts replicas as the apiserver announces their creation; a watch the apiserver

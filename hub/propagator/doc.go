@@ -4,8 +4,12 @@
 // One reconciler per root Policy reads everything from the manager's cache (bindings, policy sets,
 // placement decisions through sdk-go's tracker, the replicas), lets package rollout decide each
 // cluster's rollout status, and then writes: the root's status first — it is the rollout's record,
-// so a hub killed at any moment resumes from it — then the replicas (created, updated, put back,
-// deleted) and their rollout status. Nothing is written when nothing changed. A replica write the
+// so a hub killed at any moment resumes from it; a merge patch, and a reconcile whose cached root
+// predates the hub's own last patch waits for the cache (root_versions.go) — then the replicas
+// (created, updated, put back, deleted) and their rollout status, except the initial one: a
+// replica without a rollout status has the one its spec implies (policyv1.InitialRolloutStatus),
+// so creating a replica is its only write. A create the cache has not seen yet and the apiserver
+// answers "already exists" is no failure. Nothing is written when nothing changed. A replica write the
 // apiserver refuses fails only its cluster: it is named on the root (condition ReplicasWritten)
 // and retried, while the other clusters move on and the rollout's own recheck time is kept. A root
 // whose replicas would exceed the hub's byte cap is not propagated (Propagated=False,

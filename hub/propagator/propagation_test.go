@@ -62,7 +62,7 @@ func TestPropagation_ReplicatesToSelectedClustersAndCleansUp(t *testing.T) {
 	// Nothing changed: another reconcile (a no-op edit of the binding triggers one) writes nothing.
 	e.eventually("replica rollout status", func() (bool, string) {
 		r := e.replicas("p")[c2]
-		return r.Status.RolloutStatus == policyv1.RolloutProgressing, "replica status " + string(r.Status.RolloutStatus)
+		return r.EffectiveRolloutStatus() == policyv1.RolloutProgressing, "replica status " + string(r.EffectiveRolloutStatus())
 	})
 	rootRV, repRV := e.root("p").ResourceVersion, e.replicas("p")[c2].ResourceVersion
 	b := &policyv1.PlacementBinding{ObjectMeta: e.objectMeta("b")}

@@ -41,11 +41,15 @@ type Reconciler struct {
 
 	expect  expectations
 	retries writeRetries
+	// statusWrites gate reconciles on a root whose cached copy predates the hub's last status patch.
+	statusWrites rootVersions
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
 	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
+	// templateWatches re-propagates roots whose hub templates read an object that changed.
+	templateWatches *templateWatches
 }
 
 // Reconcile reads the root and everything that selects it, decides, then writes.
@@ -60,9 +64,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		// The root is gone: so are its replicas.
 		r.retries.forget(req.NamespacedName)
+		r.statusWrites.forget(req.NamespacedName)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
 	if isReplica(root) {
+		return ctrl.Result{}, nil
+	}
+	if r.statusWrites.behind(req.NamespacedName, root.ResourceVersion) {
+		// The cache has not seen this hub's last status patch: its watch event requeues the root.
 		return ctrl.Result{}, nil
 	}
 	if refused, err := r.refuseRootInClusterNamespace(ctx, root); refused || err != nil {
@@ -109,6 +118,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	retry := r.retries.next(req.NamespacedName, len(out.failed) > 0, time.Now())
+	if retry == 0 && len(out.unseen) > 0 {
+		// Without backoff: nothing failed. A replica lacking the root label sends no event.
+		retry = writeRetryMin
+	}
 	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
 }
 
@@ -156,8 +169,12 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 	return decisions.Merge(groups, fromRules), nil
 }
 
-// writeRootStatus writes the root's status when it changed. It goes first and with the cached
-// resourceVersion: a decision taken on a stale root fails here, before any replica is touched.
+// writeRootStatus writes the root's status when it changed, before any replica is touched. A merge
+// patch without resourceVersion, so it never conflicts. It cannot regress the record: the status is
+// computed from the cache, and a reconcile whose cached root predates the hub's own last patch does
+// not run (statusWrites); nothing else writes a root's status, and spec edits do not touch it. A
+// decision computed just before a user's edit is one the hub could as well have taken just before
+// it; the edit's own event recomputes the status.
 func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) error {
 	status := root.Status.DeepCopy()
 	status.Placement = p.selection.Status
@@ -172,11 +189,9 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 		return nil
 	}
 	before := root.Status.DeepCopy()
-	root.Status = *status
-	if err := r.Client.Status().Update(ctx, root); err != nil {
-		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
+	if err := r.patchRootStatus(ctx, root, status); err != nil {
+		return err
 	}
-	writes.WithLabelValues("update", "policies/status").Inc()
 	r.announce(root, before, p)
 	return nil
 }
@@ -221,12 +236,21 @@ func (r *Reconciler) reportProblem(ctx context.Context, root *policyv1.Policy, r
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		return nil
 	}
-	root.Status = *status
 	r.Recorder.Eventf(root, nil, "Warning", reason, "Propagate", "%v", cause)
-	if err := r.Client.Status().Update(ctx, root); err != nil {
-		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
+	return r.patchRootStatus(ctx, root, status)
+}
+
+// patchRootStatus sends the difference between the cached root's status and status as a merge
+// patch (no resourceVersion: see writeRootStatus), and leaves root as the apiserver returned it.
+func (r *Reconciler) patchRootStatus(ctx context.Context, root *policyv1.Policy, status *policyv1.PolicyStatus) error {
+	base := root.DeepCopy()
+	before := root.ResourceVersion
+	root.Status = *status
+	if err := r.Client.Status().Patch(ctx, root, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch status of root policy %s/%s: %w", root.Namespace, root.Name, err)
 	}
-	writes.WithLabelValues("update", "policies/status").Inc()
+	r.statusWrites.patched(client.ObjectKeyFromObject(root), before, root.ResourceVersion)
+	writes.WithLabelValues("patch", "policies/status").Inc()
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -58,10 +59,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		rule.SetGroupVersionKind(placementRuleGVK)
 		b = b.Watches(rule, handler.EnqueueRequestsFromMapFunc(r.ruleToRoots))
 	}
-	return b.
+	c, err := b.
 		// A process may build the hub's manager more than once (tests restart it in-process).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.templateWatches = &templateWatches{cache: mgr.GetCache(), controller: c,
+		started: map[schema.GroupVersionKind]bool{}, readers: map[schema.GroupVersionKind]map[types.NamespacedName]bool{}}
+	return nil
 }
 
 // indexReplicas indexes replicas by their root. On the informer's own indexer when it exposes it:

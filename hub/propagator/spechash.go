@@ -51,12 +51,18 @@ func TrimReplica(p *policyv1.Policy) {
 		return
 	}
 	p.GenerateName = SpecHash(&p.Spec)
+	if h, ok := templatedHash(p); ok {
+		p.GenerateName = h
+	}
 	p.Spec = policyv1.PolicySpec{RemediationAction: p.Spec.RemediationAction}
 }
 
 // specMatches says whether a replica carries spec, whose SpecHash is hash. A replica read
 // through the trimming cache is compared by hash, any other by value.
 func specMatches(rep *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
+	if h, ok := templatedHash(rep); ok {
+		return h == hash
+	}
 	if strings.HasPrefix(rep.GenerateName, specHashPrefix) {
 		return rep.GenerateName == hash
 	}

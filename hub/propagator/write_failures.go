@@ -111,17 +111,12 @@ func (r *Reconciler) reportWrites(ctx context.Context, root *policyv1.Policy, se
 	}
 	status := root.Status.DeepCopy()
 	meta.SetStatusCondition(&status.Conditions, c)
-	root.Status = *status
 	if c.Status == metav1.ConditionFalse {
 		r.Recorder.Eventf(root, nil, "Warning", "ReplicaWriteFailed", "Propagate", "%s", c.Message)
 	} else {
 		r.Recorder.Eventf(root, nil, "Normal", "ReplicasWritten", "Propagate", "%s", c.Message)
 	}
-	if err := r.Client.Status().Update(ctx, root); err != nil {
-		return fmt.Errorf("update status of root policy %s/%s: %w", root.Namespace, root.Name, err)
-	}
-	writes.WithLabelValues("update", "policies/status").Inc()
-	return nil
+	return r.patchRootStatus(ctx, root, status)
 }
 
 // maxRefusalsNamed bounds how many clusters' errors a message spells out, and maxErrorLength each

@@ -107,8 +107,17 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		}
 	}
 	maps.Copy(failed, r.eachCluster(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) }))
+	for cluster, err := range failed {
+		if errors.Is(err, errUnseen) {
+			delete(failed, cluster)
+			out.unseen = append(out.unseen, cluster)
+		}
+	}
 	return out
 }
+
+// errUnseen marks a create answered "already exists": the cache has not seen the replica yet.
+var errUnseen = errors.New("replica exists but the cache has not seen it yet")
 
 // writeOutcome is what a pass of replica writes could not do.
 type writeOutcome struct {
@@ -117,6 +126,9 @@ type writeOutcome struct {
 	// held are the clusters whose turn to enforce came but whose enforcing write waits, because
 	// stillEnforcing, clusters whose replica enforces, could not be told to stop.
 	held, stillEnforcing []string
+	// unseen are the clusters whose replica the create found already there: nothing failed, the
+	// root is only looked at again once the cache can have caught up.
+	unseen []string
 }
 
 func isEnforce(spec *policyv1.PolicySpec) bool {
@@ -124,12 +136,24 @@ func isEnforce(spec *policyv1.PolicySpec) bool {
 }
 
 func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+	if hasHubTemplates(root) {
+		return r.writeTemplatedSpec(ctx, root, cluster, spec, hash, existing)
+	}
 	if existing != nil && replicaCurrent(existing, root, spec, hash) {
 		return nil
 	}
 	want := newReplica(root, cluster, spec)
 	if existing == nil {
-		if err := r.Client.Create(ctx, want); err != nil {
+		err := r.Client.Create(ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			// The cache is behind the apiserver: the replica exists (written by this hub before
+			// the cache saw it, or by an earlier process). Not a failure: the cache shows it once
+			// its watch event arrives, which requeues the root, and it is compared then.
+			r.expect.wrote(replicaKey(root, cluster), "", "")
+			writes.WithLabelValues("create", "policies").Inc()
+			return errUnseen
+		}
+		if err != nil {
 			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
 		}
 		r.expect.wrote(replicaKey(root, cluster), "", want.ResourceVersion)
@@ -154,7 +178,7 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, clust
 // compliance the spoke writes into the same status is never overwritten.
 func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy) error {
 	c := p.decision.Clusters[cluster]
-	if existing != nil && replicaStatusCurrent(existing, c.Status, c.LastTransitionTime) {
+	if existing != nil && replicaStatusCurrent(existing, p.desired[cluster], c.Status, c.LastTransitionTime) {
 		return nil
 	}
 	u := &unstructured.Unstructured{}
@@ -192,7 +216,13 @@ func cachedRV(rep *policyv1.Policy) string {
 	return rep.ResourceVersion
 }
 
-func replicaStatusCurrent(rep *policyv1.Policy, status policyv1.RolloutStatus, since *metav1.Time) bool {
+// replicaStatusCurrent says whether the replica, about to carry spec, already shows status. One
+// without a rollout status shows the initial one its spec implies: that is what makes a replica's
+// creation its only write while its cluster keeps that status. Its clock is then the root's alone.
+func replicaStatusCurrent(rep *policyv1.Policy, spec *policyv1.PolicySpec, status policyv1.RolloutStatus, since *metav1.Time) bool {
+	if rep.Status.RolloutStatus == "" {
+		return spec != nil && policyv1.InitialRolloutStatus(spec) == status
+	}
 	if rep.Status.RolloutStatus != status {
 		return false
 	}

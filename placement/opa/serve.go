@@ -35,6 +35,9 @@ type Options struct {
 	// Admission configures the Placement webhook (served at AdmissionPath on Addr) and the
 	// remediator.
 	Admission AdmissionOptions
+	// Handlers are served on Addr beside the data API, by ServeMux pattern (the fleet dashboard
+	// at /dashboard/); each authorizes its own requests.
+	Handlers map[string]http.Handler
 }
 
 // Run loads policies, replicates the inventory and serves the data API on opts.Addr until ctx
@@ -85,6 +88,9 @@ func Serve(ctx context.Context, cfg *rest.Config, opts Options, ln net.Listener)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", &Handler{Engine: engine, Auth: NewAuthorizer(kube)})
+	for pattern, h := range opts.Handlers {
+		mux.Handle(pattern, h)
+	}
 	if !opts.Admission.Disabled {
 		if opts.Admission.LeaderElectionNamespace == "" {
 			opts.Admission.LeaderElectionNamespace = opts.Namespace

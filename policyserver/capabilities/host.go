@@ -51,10 +51,12 @@ type Options struct {
 // Host serves Kubewarden's host capabilities; it implements engine.Host and is safe for
 // concurrent use.
 type Host struct {
-	kube     *kubernetesLookups // nil without Options.Kubernetes
-	registry *registries
-	clock    clock.PassiveClock
-	log      logr.Logger
+	kube *kubernetesLookups // nil without Options.Kubernetes
+	// replicator fills Gatekeeper policies' inventories; nil without Options.Kubernetes.
+	replicator *replicator
+	registry   *registries
+	clock      clock.PassiveClock
+	log        logr.Logger
 }
 
 // New builds a Host. It does not contact the cluster: discovery happens on the first lookup,
@@ -77,6 +79,9 @@ func New(opts Options) (*Host, error) {
 	if opts.Kubernetes != nil {
 		var err error
 		if h.kube, err = newKubernetesLookups(opts.Kubernetes, newTTLCache(opts.KubernetesTTL, opts.Clock), opts.Clock); err != nil {
+			return nil, fmt.Errorf("host capabilities: %w", err)
+		}
+		if h.replicator, err = newReplicator(opts.Kubernetes, h.kube, opts.Logger.WithName("inventory")); err != nil {
 			return nil, fmt.Errorf("host capabilities: %w", err)
 		}
 	}

@@ -10,7 +10,8 @@
 //   - kubewarden-wapc: the waPC protocol (guest export __guest_call, host module "wapc");
 //   - wasi: a WASI command, argv "validate" / "validate-settings", JSON on stdin and stdout;
 //   - opa: Rego compiled to wasm (OPA's wasm ABI), input {request}, data = settings;
-//   - gatekeeper: a ConstraintTemplate's Rego, input {review, parameters}, empty violation set allows.
+//   - gatekeeper: a ConstraintTemplate's Rego, input {review, parameters}, empty violation set
+//     allows; data is the policy's Inventory (data.inventory, Gatekeeper's replicated objects).
 //
 // Every evaluation runs under a deadline (a runaway guest is interrupted through wazero's
 // close-on-context-done, not waited for) and a memory limit; guests get no filesystem and no

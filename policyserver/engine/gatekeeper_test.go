@@ -1,36 +1,17 @@
-package engine
+package engine_test
 
 import (
 	"context"
-	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
+	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/verify"
 	"regent.dev/regent/test/corpora"
 )
-
-// gatorSuite is the part of Gatekeeper's gator Suite format the library's tests use.
-type gatorSuite struct {
-	Tests []struct {
-		Name       string `json:"name"`
-		Template   string `json:"template"`
-		Constraint string `json:"constraint"`
-		Cases      []struct {
-			Name       string `json:"name"`
-			Object     string `json:"object"`
-			Assertions []struct {
-				Violations any    `json:"violations"`
-				Message    string `json:"message"`
-			} `json:"assertions"`
-		} `json:"cases"`
-	} `json:"tests"`
-}
 
 // TestGatekeeper_OwnSuites runs Regent's own gator suites (policyserver/testdata/gatekeeper).
 func TestGatekeeper_OwnSuites(t *testing.T) {
@@ -52,113 +33,34 @@ func TestGatekeeper_LibrarySuites(t *testing.T) {
 	runGatorSuites(t, suites)
 }
 
-// runGatorSuites runs the cases of gator suite files, each against its template and constraint.
+// runGatorSuites runs gator suite files through `regent verify`'s runner (package verify), one
+// subtest per case, and fails when no case ran at all.
 func runGatorSuites(t *testing.T, suites []string) {
-	e := newTestEngine(t, Options{})
-	for _, suitePath := range suites {
-		dir := filepath.Dir(suitePath)
-		var suite gatorSuite
-		readYAML(t, suitePath, &suite)
-		for _, st := range suite.Tests {
-			t.Run(filepath.Base(dir)+"/"+st.Name, func(t *testing.T) {
-				tmpl, err := os.ReadFile(filepath.Join(dir, st.Template))
-				if err != nil {
-					t.Fatal(err)
-				}
-				ct, err := ParseConstraintTemplate(tmpl)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wasm, err := CompileRego(context.Background(), ct.Files, ct.Entrypoint, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var constraint struct {
-					Spec struct {
-						Parameters json.RawMessage `json:"parameters"`
-					} `json:"spec"`
-				}
-				readYAML(t, filepath.Join(dir, st.Constraint), &constraint)
-				p := load(t, e, Spec{Name: ct.Kind, Module: wasm, ExecutionMode: ModeGatekeeper,
-					Entrypoint: ct.Entrypoint, Settings: constraint.Spec.Parameters})
-				for _, c := range st.Cases {
-					r := validate(t, p, gatorReview(t, filepath.Join(dir, c.Object)))
-					for _, a := range c.Assertions {
-						checkAssertion(t, c.Name, r, a.Violations, a.Message)
-					}
-				}
-			})
-		}
-	}
-}
-
-func readYAML(t *testing.T, path string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
+	report, err := verify.Run(context.Background(), suites, verify.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, into); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-}
-
-// gatorReview builds the review gator would: an AdmissionReview object gives its request, any
-// other object is reviewed as being created.
-func gatorReview(t *testing.T, path string) []byte {
-	t.Helper()
-	var obj map[string]any
-	readYAML(t, path, &obj)
-	if obj["kind"] == "AdmissionReview" {
-		b, _ := json.Marshal(obj["request"])
-		return b
-	}
-	apiVersion, _ := obj["apiVersion"].(string)
-	group, version, found := strings.Cut(apiVersion, "/")
-	if !found {
-		group, version = "", apiVersion
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	b, _ := json.Marshal(map[string]any{
-		"kind":      map[string]any{"group": group, "version": version, "kind": obj["kind"]},
-		"operation": "CREATE",
-		"name":      meta["name"],
-		"namespace": meta["namespace"],
-		"object":    obj,
-	})
-	return b
-}
-
-// checkAssertion applies one gator assertion: violations is yes/no or a count, of the
-// violations whose message matches message (a regular expression) when given.
-func checkAssertion(t *testing.T, name string, r Response, violations any, message string) {
-	t.Helper()
-	matching := 0
-	for _, v := range r.Violations {
-		if message == "" || regexp.MustCompile(message).MatchString(v) {
-			matching++
+	ran := 0
+	for _, s := range report.Suites {
+		if s.Error != "" {
+			t.Errorf("%s: %s", s.Path, s.Error)
+		}
+		for _, c := range s.Cases {
+			t.Run(filepath.Base(filepath.Dir(s.Path))+"/"+c.Name, func(t *testing.T) {
+				switch {
+				case c.Failure != "":
+					t.Error(c.Failure)
+				case c.Skipped != "":
+					t.Skip(c.Skipped)
+				}
+			})
+			if c.Failure == "" && c.Skipped == "" {
+				ran++
+			}
 		}
 	}
-	switch want := violations.(type) {
-	case string:
-		if (want == "yes") != (matching > 0) {
-			t.Errorf("%s: violations %q, got %d matching %q: %v", name, want, matching, message, r.Violations)
-		}
-	case bool:
-		if want != (matching > 0) {
-			t.Errorf("%s: violations %v, got %d matching %q: %v", name, want, matching, message, r.Violations)
-		}
-	case float64:
-		if int(want) != matching {
-			t.Errorf("%s: want %s violations matching %q, got %d: %v", name, strconv.Itoa(int(want)), message, matching, r.Violations)
-		}
-	default:
-		if violations != nil {
-			t.Fatalf("%s: unsupported assertion %v", name, violations)
-		}
-	}
-	if r.Accepted != (len(r.Violations) == 0) {
-		t.Errorf("%s: accepted=%v with %d violations", name, r.Accepted, len(r.Violations))
+	if ran == 0 {
+		t.Errorf("no case of %d suites passed", len(suites))
 	}
 }
 
@@ -166,14 +68,169 @@ func checkAssertion(t *testing.T, name string, r Response, violations any, messa
 // puts the rules, or the template never compiles.
 func TestGatekeeper_PackageWrittenAsRef_CompilesAtOPAsPath(t *testing.T) {
 	doc := "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nspec:\n  targets:\n  - rego: |\n      package k8s[\"required-labels\"] # a ref\n      violation[{\"msg\": \"m\"}] { input.review.object.kind == \"Pod\" }\n"
-	ct, err := ParseConstraintTemplate([]byte(doc))
+	ct, err := engine.ParseConstraintTemplate([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ct.Entrypoint != "k8s/required-labels/violation" {
 		t.Errorf("entrypoint %q", ct.Entrypoint)
 	}
-	if _, err := CompileRego(context.Background(), ct.Files, ct.Entrypoint, true); err != nil {
+	if _, err := engine.CompileRego(context.Background(), ct.Files, ct.Entrypoint, true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A loaded policy follows its inventory as it changes: an Ingress added makes the same host a
+// violation, its removal (as when it is deleted from the cluster) lifts it, without reloading.
+func TestGatekeeper_Inventory_ChangesReachLoadedPolicy(t *testing.T) {
+	ctx := context.Background()
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "gatekeeper", "uniqueingresshost", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := engine.ParseConstraintTemplate(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := engine.CompileRego(ctx, ct.Files, ct.Entrypoint, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(ctx, engine.Options{MaxInstancesPerPolicy: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	inv := engine.NewInventory()
+	p, err := e.Load(ctx, engine.Spec{Name: "unique", Module: module, ExecutionMode: engine.ModeGatekeeper, Entrypoint: ct.Entrypoint, Inventory: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ingress := func(ns, name, host string) []byte {
+		return []byte(`{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":{"rules":[{"host":"` + host + `"}]}}`)
+	}
+	review := func(obj []byte) []byte {
+		return []byte(`{"uid":"1","kind":{"group":"networking.k8s.io","version":"v1","kind":"Ingress"},"operation":"CREATE","object":` + string(obj) + `}`)
+	}
+	violations := func(want int) {
+		t.Helper()
+		r, err := p.Validate(ctx, review(ingress("a", "shop", "shop.example.com")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Violations) != want {
+			t.Fatalf("got violations %q, want %d", r.Violations, want)
+		}
+	}
+	violations(0)
+	if err := inv.Upsert(ingress("b", "old", "shop.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Upsert(ingress("c", "blog", "blog.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	violations(1)
+	// A bigger inventory than the first, parsed where the first was.
+	for i := range 200 {
+		if err := inv.Upsert(ingress("d", "filler-"+strconv.Itoa(i), "h"+strconv.Itoa(i)+".example.com")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	violations(1)
+	inv.Delete("networking.k8s.io/v1", "Ingress", "b", "old")
+	violations(0)
+	if err := inv.Upsert(ingress("b", "old", "shop.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	violations(1)
+	inv.DeleteKind("networking.k8s.io/v1", "Ingress")
+	violations(0)
+	if inv.Len() != 0 {
+		t.Errorf("inventory holds %d objects after DeleteKind", inv.Len())
+	}
+}
+
+// Only gatekeeper policies read an inventory; an opa policy given one is refused, not silently
+// served without it.
+func TestGatekeeper_Inventory_RefusedForOPAMode(t *testing.T) {
+	ctx := context.Background()
+	module, err := engine.CompileRego(ctx, map[string]string{"p.rego": "package p\nimport rego.v1\nallow := true\n"}, "p/allow", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(ctx, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if _, err := e.Load(ctx, engine.Spec{Name: "p", Module: module, ExecutionMode: engine.ModeOPA, Inventory: engine.NewInventory()}); err == nil {
+		t.Error("an opa policy was loaded with an inventory")
+	}
+}
+
+// Patching the loaded data object by object must give what a full load gives: after each of a
+// seeded random run of upserts and deletes (and past the change log's bound, which forces a
+// reload), the violations are those counted from the objects in Go.
+func TestGatekeeper_Inventory_PatchedDataMatchesTheObjects(t *testing.T) {
+	ctx := context.Background()
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "gatekeeper", "uniqueingresshost", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := engine.ParseConstraintTemplate(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := engine.CompileRego(ctx, ct.Files, ct.Entrypoint, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(ctx, engine.Options{MaxInstancesPerPolicy: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	inv := engine.NewInventory()
+	p, err := e.Load(ctx, engine.Spec{Name: "unique", Module: module, ExecutionMode: engine.ModeGatekeeper, Entrypoint: ct.Entrypoint, Inventory: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	review := []byte(`{"uid":"1","kind":{"group":"networking.k8s.io","version":"v1","kind":"Ingress"},"operation":"CREATE","object":` +
+		`{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"new","namespace":"x"},"spec":{"rules":[{"host":"h0"}]}}}`)
+	hosts := map[string]string{} // "ns/name" → host
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 1500 {
+		ns, name := "ns"+strconv.Itoa(rng.IntN(3)), "i"+strconv.Itoa(rng.IntN(10))
+		if rng.IntN(3) == 0 {
+			inv.Delete("networking.k8s.io/v1", "Ingress", ns, name)
+			delete(hosts, ns+"/"+name)
+		} else {
+			host := "h" + strconv.Itoa(rng.IntN(3))
+			obj := `{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":{"rules":[{"host":"` + host + `"}]}}`
+			if err := inv.Upsert([]byte(obj)); err != nil {
+				t.Fatal(err)
+			}
+			hosts[ns+"/"+name] = host
+		}
+		// Most steps evaluate at once (one patch); a stretch in the middle lets the changes
+		// pile up past the log, so the instance reloads.
+		if step > 200 && step < 1300 {
+			continue
+		}
+		want := 0
+		for _, h := range hosts {
+			if h == "h0" {
+				want++
+			}
+		}
+		r, err := p.Validate(ctx, review)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Violations) != want {
+			t.Fatalf("step %d: %d violations, want %d", step, len(r.Violations), want)
+		}
 	}
 }

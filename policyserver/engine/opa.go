@@ -45,11 +45,24 @@ type opaInstance struct {
 	dataAddr    uint32
 	heapPtr     uint32
 	broken      bool
+	// inventory, when set, is the data document instead of the fixed data: dataBase is the heap
+	// pointer the data is parsed at, and dataVersion the inventory version parsed there.
+	inventory   *Inventory
+	dataBase    uint32
+	dataVersion uint64
+	// dataSize is the size of the last full data load and patched what patches have added
+	// since: replaced objects stay in the heap, so past dataSize+patchSlack a full reload
+	// reclaims them.
+	dataSize, patched int
 }
 
+// patchSlack is how much patched data an instance's heap may gather beyond its last full load.
+const patchSlack = 1 << 20
+
 // newOPAInstance instantiates the policy in a runtime of its own (see Engine.shared) and parses
-// its data. entrypoint "" picks the module's first.
-func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint string, data []byte, allowNetwork bool) (_ *opaInstance, err error) {
+// its data. entrypoint "" picks the module's first. A non-nil inventory replaces data, and is
+// re-read whenever it has changed (see Inventory).
+func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint string, data []byte, inventory *Inventory, allowNetwork bool) (_ *opaInstance, err error) {
 	r := wazero.NewRuntimeWithConfig(ctx, e.config)
 	defer func() {
 		if err != nil {
@@ -72,7 +85,7 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 		return nil, fmt.Errorf("OPA module needs %d pages of memory, over the limit of %d", minPages, maxPages)
 	}
 
-	inst := &opaInstance{runtime: r, fn: map[string]api.Function{}, outputLimit: e.opts.OutputLimitBytes}
+	inst := &opaInstance{runtime: r, fn: map[string]api.Function{}, outputLimit: e.opts.OutputLimitBytes, inventory: inventory}
 	inst.builtins = &opaBuiltins{inst: inst}
 	host := r.NewHostModuleBuilder(opaHostModule)
 	for _, f := range opaHostFuncs {
@@ -107,7 +120,8 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 		return nil, fmt.Errorf("instantiate OPA module: %w", err)
 	}
 	inst.module, inst.mem = m, m.Memory()
-	for _, name := range append(opaRequiredExports, "opa_json_parse", "opa_free") {
+	for _, name := range append(opaRequiredExports, "opa_json_parse", "opa_free", "opa_heap_ptr_set",
+		"opa_value_add_path", "opa_value_remove_path", "opa_value_free", "opa_heap_blocks_stash", "opa_heap_blocks_restore") {
 		inst.fn[name] = m.ExportedFunction(name)
 	}
 	if err := inst.checkABI(); err != nil {
@@ -119,13 +133,121 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 	if inst.entrypoint, err = inst.findEntrypoint(ctx, entrypoint); err != nil {
 		return nil, err
 	}
-	if inst.dataAddr, err = inst.parseJSON(ctx, data); err != nil {
-		return nil, fmt.Errorf("load data: %w", err)
+	if inst.dataBase, err = inst.call1(ctx, "opa_heap_ptr_get"); err != nil {
+		return nil, err
 	}
-	if inst.heapPtr, err = inst.call1(ctx, "opa_heap_ptr_get"); err != nil {
+	if inventory != nil {
+		if err := inst.syncInventory(ctx); err != nil {
+			return nil, err
+		}
+		return inst, nil
+	}
+	if err := inst.loadData(ctx, data); err != nil {
 		return nil, err
 	}
 	return inst, nil
+}
+
+// loadData parses data at dataBase, over whatever data was there: evaluations reset the heap
+// to just above the data, so nothing outlives it.
+func (i *opaInstance) loadData(ctx context.Context, data []byte) error {
+	if _, err := i.call1(ctx, "opa_heap_ptr_set", uint64(i.dataBase)); err != nil {
+		return fmt.Errorf("reset heap for data: %w", err)
+	}
+	var err error
+	if i.dataAddr, err = i.parseJSON(ctx, data); err != nil {
+		i.broken = true
+		return fmt.Errorf("load data: %w", err)
+	}
+	if i.heapPtr, err = i.call1(ctx, "opa_heap_ptr_get"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// syncInventory brings the instance's data to the inventory's current version: by patching
+// the objects changed since the loaded version when it can, else by loading the snapshot.
+func (i *opaInstance) syncInventory(ctx context.Context) error {
+	if i.dataVersion != 0 && i.patched <= i.dataSize+patchSlack {
+		changes, version, ok := i.inventory.changesSince(i.dataVersion)
+		if ok {
+			if err := i.patch(ctx, changes); err != nil {
+				return fmt.Errorf("inventory: %w", err)
+			}
+			i.dataVersion = version
+			return nil
+		}
+	}
+	version, data, err := i.inventory.snapshot()
+	if err != nil {
+		return err
+	}
+	if version == i.dataVersion {
+		return nil
+	}
+	if err := i.loadData(ctx, data); err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	i.dataVersion, i.dataSize, i.patched = version, len(data), 0
+	return nil
+}
+
+// patch sets and removes objects in the loaded data, as OPA's own wasm SDK does: allocations
+// go just above the data (where evaluations start), and the heap's free blocks are restored
+// before and stashed after, so an evaluation's heap reset neither loses nor reuses them. A
+// failure leaves the instance unusable (it is discarded), never half-patched and serving.
+func (i *opaInstance) patch(ctx context.Context, changes []inventoryChange) (err error) {
+	if len(changes) == 0 {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			i.broken = true
+		}
+	}()
+	if _, err := i.call1(ctx, "opa_heap_ptr_set", uint64(i.heapPtr)); err != nil {
+		return err
+	}
+	if _, err := i.call1(ctx, "opa_heap_blocks_restore"); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		path, err := json.Marshal(c.key.path())
+		if err != nil {
+			return err
+		}
+		pathAddr, err := i.parseJSON(ctx, path)
+		if err != nil {
+			return fmt.Errorf("parse path: %w", err)
+		}
+		var errc uint32
+		if c.obj == nil {
+			errc, err = i.call1(ctx, "opa_value_remove_path", uint64(i.dataAddr), uint64(pathAddr))
+		} else {
+			var valueAddr uint32
+			if valueAddr, err = i.parseJSON(ctx, c.obj); err != nil {
+				return fmt.Errorf("parse object: %w", err)
+			}
+			errc, err = i.call1(ctx, "opa_value_add_path", uint64(i.dataAddr), uint64(pathAddr), uint64(valueAddr))
+			i.patched += len(c.obj)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := i.call1(ctx, "opa_value_free", uint64(pathAddr)); err != nil {
+			return err
+		}
+		// Removing an object whose parents a full load never created (it was never there)
+		// is the only expected failure, and leaves nothing to undo.
+		if errc != 0 && c.obj != nil {
+			return fmt.Errorf("set %v: OPA error %d", c.key.path(), errc)
+		}
+	}
+	if _, err := i.call1(ctx, "opa_heap_blocks_stash"); err != nil {
+		return err
+	}
+	i.heapPtr, err = i.call1(ctx, "opa_heap_ptr_get")
+	return err
 }
 
 func (i *opaInstance) checkABI() error {
@@ -266,6 +388,11 @@ func (i *opaInstance) dumpValue(ctx context.Context, addr uint32) (*ast.Term, er
 // eval evaluates the entrypoint on input (JSON) and returns the result set as JSON.
 func (i *opaInstance) eval(ctx context.Context, input []byte) ([]byte, error) {
 	defer i.builtins.endEval()
+	if i.inventory != nil {
+		if err := i.syncInventory(ctx); err != nil {
+			return nil, err
+		}
+	}
 	inputAddr := i.heapPtr
 	end := uint64(inputAddr) + uint64(len(input))
 	if size := uint64(i.mem.Size()); end > size {

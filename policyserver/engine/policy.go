@@ -61,6 +61,12 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 		p.decode = decodeKubewardenResponse
 	case ModeOPA, ModeGatekeeper:
 		data := settings
+		var inventory *Inventory
+		if spec.ExecutionMode == ModeGatekeeper {
+			inventory = spec.Inventory
+		} else if spec.Inventory != nil {
+			return nil, errors.New("an inventory is served to gatekeeper policies only (opa policies read their settings as data)")
+		}
 		p.payload = func(req []byte) []byte { return opaInput(req) }
 		p.decode = decodeOPAResponse
 		if spec.ExecutionMode == ModeGatekeeper {
@@ -69,7 +75,7 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 			p.decode = decodeGatekeeperResponse
 		}
 		create = func(ctx context.Context) (instance, error) {
-			return e.newOPAInstance(ctx, spec.Module, spec.Entrypoint, data, spec.AllowNetworkBuiltins)
+			return e.newOPAInstance(ctx, spec.Module, spec.Entrypoint, data, inventory, spec.AllowNetworkBuiltins)
 		}
 	default:
 		return nil, fmt.Errorf("unknown execution mode %q", spec.ExecutionMode)

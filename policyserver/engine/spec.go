@@ -58,6 +58,9 @@ type Spec struct {
 	// network (http.send, net.lookup_ip_addr, …); without it a module that imports one is
 	// refused at load. Only a ClusterAdmissionPolicy may ask for it.
 	AllowNetworkBuiltins bool
+	// Inventory is what a gatekeeper policy reads as data.inventory (Gatekeeper's replicated
+	// cluster state); nil means an empty one. Other modes refuse it.
+	Inventory *Inventory
 }
 
 func (s Spec) timeout() time.Duration {

@@ -1,5 +1,5 @@
 // Package lifecycle drives a policy server from PolicyRevisions instead of a file (Kubewarden's
-// policy lifecycle RFC). One replica at a time, the leader (Lease regent-policy-server-<name>),
+// policy lifecycle RFC). One process at a time, the leader (Lease regent-policy-server-<name>),
 // pulls each new revision's module, precompiles it into its signed cache under the module digest
 // and the policy-server version, validates its settings through the guest, signs every cache
 // file and marks the revision Initialized. The cache is a folder every replica shares
@@ -11,4 +11,12 @@
 // revision beside the generations already served and reports whether it did, as its entry in
 // the revision's status.replicas. A
 // policy error is always a condition, never a replica exit.
+//
+// A process plays a Role. RoleAll (local processes) serves, reports Ready and campaigns. In a
+// cluster only the leader's ServiceAccount may read the signing key and a pod has one identity, so
+// the replicas play RoleReplica (they never campaign) and a workload of its own plays RoleLeader:
+// it leads, serves the signed entries and runs the background scan, serves no admission and is no
+// replica. Replicas find it as they find a RoleAll leader: the leader Lease names the holder, and
+// LeaderAddressLeaseName, renewed by that holder while it leads, carries its address. A replica's
+// report says when its entry was fetched from the leader and verified.
 package lifecycle

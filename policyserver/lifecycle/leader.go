@@ -289,6 +289,11 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 	})
 	if werr != nil {
 		log.Error(werr, "could not report the revision's initialization")
+		if ctx.Err() != nil {
+			// Leadership ended between the preparation and its report: the next leader prepares
+			// it again, and this attempt, which did not kill anyone, must not count against it.
+			l.endAttempt(rev, log)
+		}
 	}
 	return key, werr == nil
 }

@@ -32,11 +32,13 @@ import (
 type replica struct {
 	opts   Options
 	number int32
-	server *policyserver.Server
-	reader client.Reader
-	api    client.Client
-	status statusWriter
-	cache  cache.Cache
+	// identity is this process's identity in leader election, to tell itself from another leader.
+	identity string
+	server   *policyserver.Server
+	reader   client.Reader
+	api      client.Client
+	status   statusWriter
+	cache    cache.Cache
 	// shared: the cache directory is every replica's (RWX), where the leader publishes;
 	// otherwise it is this replica's own, filled from the leader (transfer.go).
 	shared     bool
@@ -130,7 +132,7 @@ func (r *replica) sync(ctx context.Context) error {
 		rev := want[k]
 		if s, ok := r.loaded[k]; ok {
 			if !replicaCurrent(rev.Status.Replicas, s.report) {
-				if err := r.status.setReplica(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), s.report); err != nil {
+				if err := r.report(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), s.report); err != nil {
 					r.log.Error(err, "could not report Ready")
 				}
 			}
@@ -152,7 +154,7 @@ func (r *replica) sync(ctx context.Context) error {
 		}
 		r.swept = true
 	}
-	if !r.shared && r.leader != nil {
+	if !r.shared {
 		// Entries no enabled revision uses leave this replica's own cache as they leave the
 		// leader's; while this process leads, the leader's pass does it.
 		keep := map[string]bool{}
@@ -161,7 +163,13 @@ func (r *replica) sync(ctx context.Context) error {
 				keep[k] = true
 			}
 		}
-		r.leader.gcAsReplica(keep)
+		if r.leader != nil {
+			r.leader.gcAsReplica(keep)
+		} else if removed, err := r.cache.GC(keep); err != nil {
+			r.log.Error(err, "could not remove every unused entry of this replica's cache")
+		} else if len(removed) > 0 {
+			r.log.Info("removed cache entries no enabled revision uses", "entries", removed)
+		}
 	}
 	var waiting, failing []string
 	for _, k := range keys {
@@ -177,6 +185,15 @@ func (r *replica) sync(ctx context.Context) error {
 	r.readiness.Store(readiness{waiting: waiting, failing: failing})
 	r.ready.Store(len(waiting) == 0)
 	return nil
+}
+
+// report writes this replica's entry in the revision's status.replicas. A RoleLeader process
+// loads revisions only for its background scan: it is no replica, and reports nothing.
+func (r *replica) report(ctx context.Context, key client.ObjectKey, rs kubewardenv1.ReplicaStatus) error {
+	if !r.opts.Role.servesReplica() {
+		return nil
+	}
+	return r.status.setReplica(ctx, key, rs)
 }
 
 func (r *replica) readVerifier(ctx context.Context) (*signing.Verifier, error) {
@@ -198,7 +215,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		log.Error(err, "revision not loaded; the generations already loaded keep serving", "reason", reason)
 		r.failed[rev.UID] = r.opts.Clock.Now()
 		rs := rev.replicaStatus(r.number, false, reason, err.Error())
-		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
+		if werr := r.report(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the failure")
 		}
 	}
@@ -216,7 +233,11 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		// Initialized unsigned: the leader could not read the signing key.
 		err = fmt.Errorf("%w: the leader published no signed entry", cache.ErrNotFound)
 	case err == nil:
-		opened, err = r.open(ctx, rev, verifier)
+		var from string
+		opened, from, err = r.open(ctx, rev, verifier)
+		if from != "" {
+			message = fmt.Sprintf("fetched from the leader at %s and verified; %s", from, message)
+		}
 	}
 	switch {
 	case err == nil:
@@ -229,7 +250,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		r.failed[rev.UID] = r.opts.Clock.Now()
 		rs := rev.replicaStatus(r.number, false, ReasonWaitingForLeader, err.Error())
 		rs.Ready = metav1.ConditionUnknown
-		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
+		if werr := r.report(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the wait")
 		}
 		return
@@ -239,7 +260,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		// Refused: say so at once, then recover by compiling privately.
 		reason, message = ReasonCompiledPrivately, fmt.Sprintf("cache entry refused (%v); compiled by this replica", err)
 		rs := rev.replicaStatus(r.number, false, ReasonSignatureInvalid, err.Error())
-		if werr := r.status.setReplica(ctx, obj, rs); werr != nil {
+		if werr := r.report(ctx, obj, rs); werr != nil {
 			log.Error(werr, "could not report the refused cache entry")
 		}
 		log.Error(err, "cache entry refused; compiling privately")
@@ -273,7 +294,7 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 	rs := rev.replicaStatus(r.number, true, reason, message)
 	r.loaded[rev.key] = served{uid: rev.UID, report: rs}
 	log.Info("revision loaded", "reason", reason)
-	if err := r.status.setReplica(ctx, obj, rs); err != nil {
+	if err := r.report(ctx, obj, rs); err != nil {
 		log.Error(err, "could not report Ready")
 	}
 }
@@ -299,23 +320,25 @@ func (r *replica) waitForLeader(uid types.UID) bool {
 }
 
 // open opens the verified entry of rev. In a replica's own cache, an entry it lacks, or one
-// that no longer verifies on its disk, is fetched from the leader first.
-func (r *replica) open(ctx context.Context, rev revision, verifier *signing.Verifier) (cache.Opened, error) {
+// that no longer verifies on its disk, is fetched from the leader first; from is then the
+// leader's address, so the replica's report says where its entry came from.
+func (r *replica) open(ctx context.Context, rev revision, verifier *signing.Verifier) (opened cache.Opened, from string, err error) {
 	key := rev.Status.CacheKey
-	opened, err := r.cache.Open(key, verifier, r.privateDir)
+	opened, err = r.cache.Open(key, verifier, r.privateDir)
 	if r.shared || err == nil || (!errors.Is(err, cache.ErrNotFound) && !errors.Is(err, cache.ErrSignatureInvalid)) {
-		return opened, err
+		return opened, "", err
 	}
 	if errors.Is(err, cache.ErrSignatureInvalid) {
 		r.log.Error(err, "cache entry on this replica's disk refused; fetching it again", "key", key)
 		if rerr := r.cache.Remove(key); rerr != nil {
-			return cache.Opened{}, fmt.Errorf("%w; and it could not be removed: %v", err, rerr)
+			return cache.Opened{}, "", fmt.Errorf("%w; and it could not be removed: %v", err, rerr)
 		}
 	}
-	if err := r.fetch(ctx, key, verifier); err != nil {
-		return cache.Opened{}, err
+	if from, err = r.fetch(ctx, key, verifier); err != nil {
+		return cache.Opened{}, "", err
 	}
-	return r.cache.Open(key, verifier, r.privateDir)
+	opened, err = r.cache.Open(key, verifier, r.privateDir)
+	return opened, from, err
 }
 
 func writeModule(path string, wasm []byte) error {

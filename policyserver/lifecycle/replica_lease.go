@@ -49,9 +49,32 @@ func releaseReplicaLease(opts Options, kube kubernetes.Interface) {
 }
 
 func renewOnce(ctx context.Context, opts Options, kube kubernetes.Interface) error {
+	return renewLease(ctx, opts, kube, ReplicaLeaseName(opts.PolicyServer, opts.Replica), strconv.Itoa(opts.Replica))
+}
+
+// renewLeaderAddress keeps LeaderAddressLeaseName current, held by identity, while ctx (a
+// RoleLeader process's leadership) lasts: the replicas of a policy server find the leader
+// workload's address there. It is left in place when leadership ends: the next leader takes it
+// over, and a replica trusts it only while it names the holder of the leader Lease.
+func renewLeaderAddress(ctx context.Context, opts Options, kube kubernetes.Interface, identity string) {
+	t := time.NewTicker(opts.RetryPeriod)
+	defer t.Stop()
+	for {
+		if err := renewLease(ctx, opts, kube, LeaderAddressLeaseName(opts.PolicyServer), identity); err != nil && ctx.Err() == nil {
+			opts.Logger.Error(err, "could not publish the leader's address; replicas wait for it, then compile for themselves")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renewLease creates or renews Lease name, held by holder, with this process's address and
+// cache version.
+func renewLease(ctx context.Context, opts Options, kube kubernetes.Interface, name, holder string) error {
 	leases := kube.CoordinationV1().Leases(opts.Namespace)
-	name := ReplicaLeaseName(opts.PolicyServer, opts.Replica)
-	holder := strconv.Itoa(opts.Replica)
 	seconds := int32(opts.LeaseDuration / time.Second)
 	now := metav1.NewMicroTime(opts.Clock.Now())
 	// Where this replica serves its cache entries from, should it lead (transfer.go).

@@ -46,7 +46,10 @@ type Options struct {
 	// PolicyServer is the PolicyServer this replica belongs to (default "default"); only its
 	// revisions (label kubewarden.io/policy-server) are served.
 	PolicyServer string
-	// Replica is this replica's number, reported on Ready conditions and its Lease.
+	// Role is the part of the lifecycle this process plays (default RoleAll): see Role.
+	Role Role
+	// Replica is this replica's number, reported on Ready conditions and its Lease (not used by
+	// RoleLeader).
 	Replica int
 	// SharedCache is a directory every replica shares (an RWX volume in a cluster): the
 	// leader publishes signed entries there and replicas open them in place.
@@ -128,6 +131,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Replica < 0 {
 		return o, fmt.Errorf("policy server lifecycle: replica %d is negative", o.Replica)
 	}
+	role, err := ParseRole(string(o.Role))
+	if err != nil {
+		return o, fmt.Errorf("policy server lifecycle: %w", err)
+	}
+	o.Role = role
 	if o.Namespace == "" {
 		o.Namespace = "regent-system"
 	}
@@ -144,7 +152,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Version = cache.DefaultVersion()
 	}
 	if o.Server.CacheDir == "" {
-		o.Server.CacheDir = filepath.Join(os.TempDir(), fmt.Sprintf("regent-policy-server-%s-%d", o.PolicyServer, o.Replica))
+		o.Server.CacheDir = filepath.Join(os.TempDir(), fmt.Sprintf("regent-policy-server-%s-%s", o.PolicyServer, o.holderName()))
 	}
 	defaultDuration(&o.LeaseDuration, 15*time.Second)
 	defaultDuration(&o.RenewDeadline, 10*time.Second)
@@ -161,7 +169,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
-	o.Logger = o.Logger.WithValues("policyServer", o.PolicyServer, "replica", o.Replica)
+	if o.Role == RoleLeader {
+		o.Logger = o.Logger.WithValues("policyServer", o.PolicyServer, "role", o.Role)
+	} else {
+		o.Logger = o.Logger.WithValues("policyServer", o.PolicyServer, "replica", o.Replica, "role", o.Role)
+	}
 	o.Server.Logger = o.Logger
 	return o, nil
 }
@@ -172,10 +184,11 @@ func defaultDuration(d *time.Duration, def time.Duration) {
 	}
 }
 
-// Run is one replica of a policy server: it serves admission requests over HTTPS for every
-// enabled, Initialized revision, reports Ready on each, renews its replica Lease, and
-// campaigns for the leader Lease, leading while it holds it. It returns when ctx is done, or
-// at once when it cannot start; no policy error makes it return.
+// Run is one process of a policy server. As a replica (RoleAll, RoleReplica) it serves
+// admission requests over HTTPS for every enabled, Initialized revision, reports Ready on each
+// and renews its replica Lease. Unless it is RoleReplica it campaigns for the leader Lease,
+// leading while it holds it; a RoleLeader process serves only the signed entries and probes. It
+// returns when ctx is done, or at once when it cannot start; no policy error makes it return.
 func Run(ctx context.Context, opts Options) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -234,8 +247,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := server.Registerer().Register(transfers); err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
+	identity := electionIdentity(opts)
 	rep := &replica{
-		opts: opts, number: int32(opts.Replica), server: server, reader: informers, api: api,
+		opts: opts, number: int32(opts.Replica), identity: identity, server: server, reader: informers, api: api,
 		status: statusWriter{client: api, clock: opts.Clock},
 		cache:  cache.Cache{Root: root, Version: opts.Version}, shared: shared, privateDir: opts.Server.CacheDir,
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
@@ -243,12 +257,14 @@ func Run(ctx context.Context, opts Options) error {
 		transfers: transfers, transferClient: newTransferClient(),
 	}
 	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
-	ldr, err := newLeader(ctx, opts, informers, api, func() { nudge(leaderPokes) })
-	if err != nil {
-		return fmt.Errorf("policy server lifecycle: %w", err)
+	var ldr *leader
+	if opts.Role.campaigns() {
+		if ldr, err = newLeader(ctx, opts, informers, api, func() { nudge(leaderPokes) }); err != nil {
+			return fmt.Errorf("policy server lifecycle: %w", err)
+		}
+		defer ldr.close()
+		rep.leader = ldr
 	}
-	defer ldr.close()
-	rep.leader = ldr
 
 	poke := func(any) { nudge(replicaPokes); nudge(leaderPokes) }
 	inf, err := informers.GetInformer(ctx, &kubewardenv1.PolicyRevision{})
@@ -264,11 +280,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
-	keysChanged := func(any) { ldr.keysChanged.Store(true); poke(nil) }
-	if _, err := secrets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: keysChanged, UpdateFunc: func(_, o any) { keysChanged(o) },
-	}); err != nil {
-		return fmt.Errorf("policy server lifecycle: %w", err)
+	if ldr != nil {
+		keysChanged := func(any) { ldr.keysChanged.Store(true); poke(nil) }
+		if _, err := secrets.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: keysChanged, UpdateFunc: func(_, o any) { keysChanged(o) },
+		}); err != nil {
+			return fmt.Errorf("policy server lifecycle: %w", err)
+		}
 	}
 	// Every goroutine ends before Run returns, so nothing outlives the replica (or logs after it).
 	var wg sync.WaitGroup
@@ -279,26 +297,42 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("policy server lifecycle: revisions never synced: %w", ctx.Err())
 	}
 
-	wg.Go(func() { renewReplicaLease(ctx, opts, kube) })
+	if opts.Role.servesReplica() {
+		wg.Go(func() { renewReplicaLease(ctx, opts, kube) })
+	}
 	wg.Go(func() {
 		if err := policyserver.ServeMetrics(ctx, opts.Server, server.MetricsHandler()); err != nil {
 			opts.Logger.Error(err, "metrics listener stopped; admission keeps serving")
 		}
 	})
-	wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
-	wg.Go(func() {
-		err := elect(ctx, opts, kube, func(ctx context.Context) {
-			ldr.leading.Store(true)
-			defer ldr.leading.Store(false)
-			ldr.clearStaging()
-			nudge(leaderPokes)
-			defer runBackgroundScan(ctx, opts, server)()
-			loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
+	if opts.Role.servesReplica() || opts.Background != nil {
+		// The leader workload loads revisions too, without reporting them, when it runs the
+		// background scan: the scan evaluates through this process's server.
+		wg.Go(func() { loop(ctx, replicaPokes, opts.ResyncInterval, rep.sync, rep.log) })
+	}
+	if ldr != nil {
+		wg.Go(func() {
+			err := elect(ctx, opts, kube, identity, func(ctx context.Context) {
+				ldr.leading.Store(true)
+				defer ldr.leading.Store(false)
+				ldr.clearStaging()
+				nudge(leaderPokes)
+				if opts.Role == RoleLeader {
+					var lw sync.WaitGroup
+					defer lw.Wait()
+					lw.Go(func() { renewLeaderAddress(ctx, opts, kube, identity) })
+				}
+				defer runBackgroundScan(ctx, opts, server)()
+				loop(ctx, leaderPokes, opts.ResyncInterval, ldr.sync, ldr.log)
+			})
+			if err != nil {
+				opts.Logger.Error(err, "leader election stopped; this process keeps serving")
+			}
 		})
-		if err != nil {
-			opts.Logger.Error(err, "leader election stopped; this replica keeps serving")
-		}
-	})
+	}
+	if opts.Role == RoleLeader {
+		return policyserver.ServeTLS(ctx, opts.Server, leaderHandler(rep, &ldr.leading))
+	}
 	return policyserver.ServeTLS(ctx, opts.Server, rep.handler())
 }
 

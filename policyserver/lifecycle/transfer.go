@@ -29,9 +29,9 @@ import (
 // certificates of the signing Secret, before anything of them reaches its disk, so a tampered
 // or truncated transfer is refused, and fetched again, never served.
 //
-// A replica finds its leader through the API, not DNS: the leader Lease names the replica that
-// holds it, and that replica's Lease carries the address it serves on (its pod IP) and the cache
-// version it builds. A request proves it comes from a replica with an HMAC of what it asks for
+// A replica finds its leader through the API, not DNS: the leader Lease names the process that
+// holds it, and that process's Lease (a replica's own, or LeaderAddressLeaseName for the leader
+// workload) carries the address it serves on (its pod IP) and the cache version it builds. A request proves it comes from a replica with an HMAC of what it asks for
 // and when, keyed with the transfer token of the signing Secret, which only the policy server's
 // identities may read; the token itself never travels, so the replica does not need to
 // authenticate the leader's certificate (issued for the Service names, not pod IPs) to keep it:
@@ -144,27 +144,38 @@ func (r *replica) signingSecret(ctx context.Context) (*corev1.Secret, error) {
 	return &s, nil
 }
 
-// leaderAddress is where the current leader serves, if it is another replica of this cache
-// version with a current Lease.
+// leaderAddress is where the current leader serves, if it is another process of this cache
+// version with a current Lease. The leader Lease's holder identity starts with the name of the
+// Lease carrying its address: a replica number (a RoleAll replica's own Lease), or
+// leaderHolderName (the Lease a RoleLeader process renews while it leads, which must name the
+// same holder: one a previous leader left says nothing of the current one).
 func (r *replica) leaderAddress(ctx context.Context) (string, error) {
 	var leader coordinationv1.Lease
 	if err := r.api.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: LeaderLeaseName(r.opts.PolicyServer)}, &leader); err != nil {
 		return "", fmt.Errorf("%w: leader Lease: %v", errNoLeaderEntry, err)
 	}
 	if !leaseCurrent(&leader, r.opts.Clock.Now()) {
-		return "", fmt.Errorf("%w: no replica holds the leader Lease", errNoLeaderEntry)
+		return "", fmt.Errorf("%w: no process holds the leader Lease", errNoLeaderEntry)
 	}
-	n, _, _ := strings.Cut(*leader.Spec.HolderIdentity, "_")
-	number, err := strconv.Atoi(n)
-	if err != nil {
-		return "", fmt.Errorf("%w: leader identity %q names no replica", errNoLeaderEntry, *leader.Spec.HolderIdentity)
+	holder := *leader.Spec.HolderIdentity
+	if holder == r.identity {
+		return "", fmt.Errorf("%w: this process leads and is still publishing the entry", errNoLeaderEntry)
 	}
-	if number == r.opts.Replica {
-		return "", fmt.Errorf("%w: this replica leads and is still publishing the entry", errNoLeaderEntry)
+	name, _, _ := strings.Cut(holder, "_")
+	var leaseName string
+	if name == leaderHolderName {
+		leaseName = LeaderAddressLeaseName(r.opts.PolicyServer)
+	} else if number, err := strconv.Atoi(name); err == nil {
+		leaseName = ReplicaLeaseName(r.opts.PolicyServer, number)
+	} else {
+		return "", fmt.Errorf("%w: leader identity %q names no replica", errNoLeaderEntry, holder)
 	}
 	var rl coordinationv1.Lease
-	if err := r.api.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: ReplicaLeaseName(r.opts.PolicyServer, number)}, &rl); err != nil {
-		return "", fmt.Errorf("%w: Lease of leader replica %d: %v", errNoLeaderEntry, number, err)
+	if err := r.api.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: leaseName}, &rl); err != nil {
+		return "", fmt.Errorf("%w: Lease %s of the leader: %v", errNoLeaderEntry, leaseName, err)
+	}
+	if name == leaderHolderName && (rl.Spec.HolderIdentity == nil || *rl.Spec.HolderIdentity != holder) {
+		return "", fmt.Errorf("%w: leader %s has not published its address on Lease %s yet", errNoLeaderEntry, holder, leaseName)
 	}
 	if v := rl.Annotations[CacheVersionAnnotation]; v != r.cache.Version {
 		// Another build leads (an upgrade in progress): it has no entry of this version, ever.
@@ -172,7 +183,7 @@ func (r *replica) leaderAddress(ctx context.Context) (string, error) {
 	}
 	addr := rl.Annotations[AddressAnnotation]
 	if addr == "" {
-		return "", fmt.Errorf("%w: leader replica %d advertises no address (--advertise-address)", cache.ErrNotFound, number)
+		return "", fmt.Errorf("%w: leader %s advertises no address (--advertise-address)", cache.ErrNotFound, holder)
 	}
 	return addr, nil
 }
@@ -188,34 +199,35 @@ func leaseCurrent(l *coordinationv1.Lease, now time.Time) bool {
 // fetch gets the entry for key from the leader into this replica's cache. A transfer refused
 // (tampered, truncated) is fetched again, up to transferAttempts times; the error of the last
 // one wraps cache.ErrSignatureInvalid or cache.ErrTransfer. errNoLeaderEntry means: later.
-func (r *replica) fetch(ctx context.Context, key string, v *signing.Verifier) error {
+// It returns the leader's address the entry came from.
+func (r *replica) fetch(ctx context.Context, key string, v *signing.Verifier) (string, error) {
 	addr, err := r.leaderAddress(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	secret, err := r.signingSecret(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errNoLeaderEntry, err)
+		return "", fmt.Errorf("%w: %v", errNoLeaderEntry, err)
 	}
 	token := secret.Data[signing.TransferTokenKey]
 	if len(token) == 0 {
-		return fmt.Errorf("%w: the signing Secret has no %s to ask the leader with", cache.ErrNotFound, signing.TransferTokenKey)
+		return "", fmt.Errorf("%w: the signing Secret has no %s to ask the leader with", cache.ErrNotFound, signing.TransferTokenKey)
 	}
 	for attempt := 1; ; attempt++ {
 		err = r.fetchOnce(ctx, addr, key, token, v)
 		if err == nil {
 			r.transfers.WithLabelValues("verified").Inc()
 			r.log.Info("cache entry fetched from the leader", "key", key, "leader", addr)
-			return nil
+			return addr, nil
 		}
 		if !errors.Is(err, cache.ErrSignatureInvalid) && !errors.Is(err, cache.ErrTransfer) {
 			r.transfers.WithLabelValues("failed").Inc()
-			return err
+			return "", err
 		}
 		r.transfers.WithLabelValues("refused").Inc()
 		r.log.Error(err, "cache entry transfer refused", "key", key, "leader", addr, "attempt", attempt)
 		if attempt == transferAttempts || ctx.Err() != nil {
-			return err
+			return "", err
 		}
 	}
 }

@@ -37,6 +37,9 @@ type observed struct {
 	// PolicyServerMissing: the PolicyServer the policy names does not exist or is being deleted
 	// (Kubewarden's "scheduled").
 	PolicyServerMissing bool
+	// LeaderUnavailable, when set, says why the PolicyServer's leader workload is not available
+	// (its LeaderReady condition): a generation not yet prepared waits for it.
+	LeaderUnavailable string
 	// Previous is the policy's current status, to keep transition times of unchanged entries.
 	Previous kubewardenv1.PolicyStatus
 	// Extra conditions the reconciler adds (a failed rollback), kept after the lifecycle's own.
@@ -146,6 +149,10 @@ func newestConditions(o observed, newest *revisionState) ([]metav1.Condition, []
 	initialized := metav1.Condition{
 		Type: kubewardenv1.ConditionInitialized, Status: metav1.ConditionUnknown, Reason: "Pending",
 		Message: "waiting for the policy server's leader to pull, precompile, validate and sign the module",
+	}
+	if o.LeaderUnavailable != "" {
+		initialized.Reason = "LeaderUnavailable"
+		initialized.Message = "waiting for the policy server's leader to pull, precompile, validate and sign the module: " + o.LeaderUnavailable
 	}
 	for _, c := range newest.Conditions {
 		if c.Type == kubewardenv1.ConditionInitialized {

@@ -21,16 +21,23 @@
 // copied back to the policy, which then goes through the same lifecycle as a new generation — an
 // annotation rather than a spec field so the spec stays exactly Kubewarden's.
 //
-// A PolicyServer becomes a StatefulSet running `regent policy-server --lifecycle`, its Services,
-// a serving certificate and the Secrets of the key the leader signs cache files with (and of the
-// token replicas fetch signed entries from the leader with), issued by an internal CA the
-// controller keeps. The signed module cache needs no ReadWriteMany storage: each replica keeps
+// A PolicyServer becomes a StatefulSet of replicas running `regent policy-server --lifecycle
+// --role=replica`, a Deployment of one leader pod running `--role=leader`, their Services and
+// NetworkPolicies, a serving certificate and the Secrets of the key the leader signs cache files
+// with (and of the token replicas fetch signed entries from the leader with), issued by an
+// internal CA the controller keeps. The leader is a workload of its own because a pod has one
+// identity and only the leader's ServiceAccount may read the signing key; the PolicyServer's
+// LeaderReady condition says whether it has an available pod, and while it has none the replicas
+// keep serving what they loaded and a new generation's Initialized condition says it waits. The signed module cache needs no ReadWriteMany storage: each replica keeps
 // its own, an emptyDir by default or a ReadWriteOnce claim per replica (cacheStorageClassName),
 // filled from the leader over TLS and verified; one shared ReadWriteMany claim is an option
-// (cacheAccessMode). The pod runs as Pod Security "restricted" asks, with a read-only root. Its replicas
+// (cacheAccessMode). The pods run as Pod Security "restricted" asks, with a read-only root. Its replicas
 // run as a ServiceAccount (the PolicyServer's own, or the one it names) with a Role granting
 // exactly the calls a replica makes, and a ClusterRole granting reads of the kinds its
-// ClusterAdmissionPolicies list in contextAwareResources, plus can_i's SubjectAccessReviews.
+// ClusterAdmissionPolicies list in contextAwareResources, plus can_i's SubjectAccessReviews. The
+// leader runs as a ServiceAccount the controller always owns, with a Role for leading (the
+// leader Lease, the Lease it publishes its address on, the signing key by name) and a ClusterRole
+// with the same reads plus the background scan's.
 //
 // What to do is decided by pure functions over plain inputs (decide.go, liveness.go,
 // webhook_config.go, rollback.go); the reconcilers around them read, decide and write.

@@ -70,3 +70,13 @@ func policyServerOfLease(name string) (string, bool) {
 	}
 	return name[len(prefix):i], true
 }
+
+// leaderLeaseHeld says whether some process holds the leader Lease of ps at now.
+func leaderLeaseHeld(ps string, leases []coordinationv1.Lease, now time.Time) bool {
+	for _, l := range leases {
+		if l.Name == serverObjectName(ps) {
+			return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && leaseExpiry(l).After(now)
+		}
+	}
+	return false
+}

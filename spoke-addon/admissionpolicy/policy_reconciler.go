@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -94,7 +95,7 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	}
 	now := r.clock.Now()
 	live, nextExpiry := liveReplicas(ps, leases.Items, now)
-	kept, psMissing, err := r.keptRevisions(ctx, ps)
+	kept, psMissing, leaderDown, err := r.keptRevisions(ctx, ps)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -106,6 +107,11 @@ func (r *policyReconciler) reconcileNormal(ctx context.Context, obj client.Objec
 	o := observed{
 		Generation: obj.GetGeneration(), Serving: status.ServingGeneration, Revisions: states,
 		Live: live, Kept: kept, PolicyServerMissing: psMissing, Previous: *status, Extra: extra, Now: now,
+	}
+	if !leaderLeaseHeld(ps, leases.Items, now) {
+		// A process that is not the leader workload may lead (a local one, with --role=all):
+		// then the workload being down delays nothing.
+		o.LeaderUnavailable = leaderDown
 	}
 	if conflict != nil {
 		o.Blocked = ptrTo(conflict.condition(obj.GetGeneration()))
@@ -268,21 +274,25 @@ func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object
 }
 
 // keptRevisions is the PolicyServer's kept count, the default while the PolicyServer is missing,
-// and whether it is missing or being deleted.
-func (r *policyReconciler) keptRevisions(ctx context.Context, ps string) (int, bool, error) {
+// whether it is missing or being deleted, and why its leader workload is unavailable, if it is.
+func (r *policyReconciler) keptRevisions(ctx context.Context, ps string) (int, bool, string, error) {
 	server := &kubewardenv1.PolicyServer{}
 	err := r.reader.Get(ctx, client.ObjectKey{Name: ps}, server)
 	if apierrors.IsNotFound(err) {
-		return defaultKeptRevisions, true, nil
+		return defaultKeptRevisions, true, "", nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("read PolicyServer %s: %w", ps, err)
+		return 0, false, "", fmt.Errorf("read PolicyServer %s: %w", ps, err)
 	}
 	missing := !server.DeletionTimestamp.IsZero()
-	if server.Spec.KeptRevisions < 1 {
-		return defaultKeptRevisions, missing, nil
+	var leaderDown string
+	if c := meta.FindStatusCondition(server.Status.Conditions, conditionLeaderReady); c != nil && c.Status == metav1.ConditionFalse {
+		leaderDown = c.Message
 	}
-	return int(server.Spec.KeptRevisions), missing, nil
+	if server.Spec.KeptRevisions < 1 {
+		return defaultKeptRevisions, missing, leaderDown, nil
+	}
+	return int(server.Spec.KeptRevisions), missing, leaderDown, nil
 }
 
 func hasRevisionCondition(conds []kubewardenv1.PolicyCondition, typ string) bool {

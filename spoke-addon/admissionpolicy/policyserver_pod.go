@@ -119,16 +119,30 @@ func sameClaims(have, want []corev1.PersistentVolumeClaim) bool {
 	return true
 }
 
-// statefulSetPod runs `regent policy-server --lifecycle`: the replica number comes from the
-// pod's hostname (<statefulset>-<n>), the address other replicas fetch cache entries from is
-// the pod IP, and the signed cache is the shared claim, the replica's own claim, or an emptyDir.
-// It runs as the image's non-root user with a read-only root filesystem (Pod Security
-// "restricted"), on the ServiceAccount token the replica reads the API with.
-func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
+// policyServerArgs are the arguments of `regent policy-server --lifecycle` in a pod playing
+// role: a replica takes its number from the pod's hostname (<statefulset>-<n>); the address
+// other processes fetch cache entries from is the pod IP.
+func policyServerArgs(ps *kubewardenv1.PolicyServer, namespace, role string) []string {
 	cacheFlag := "--signed-cache=" + cacheMount
 	if sharedCache(ps) {
 		cacheFlag = "--shared-cache=" + cacheMount
 	}
+	args := []string{"policy-server", "--lifecycle", "--role=" + role,
+		"--policy-server=" + ps.Name, "--namespace=" + namespace}
+	if role == "replica" {
+		args = append(args, "--replica-from-hostname")
+	}
+	return append(args, cacheFlag, "--cache-dir="+workMount+"/private",
+		"--advertise-address=$(POD_IP)",
+		fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+		"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key")
+}
+
+// statefulSetPod runs `regent policy-server --lifecycle --role=replica` (policyServerArgs):
+// the signed cache is the shared claim, the replica's own claim, or an emptyDir.
+// It runs as the image's non-root user with a read-only root filesystem (Pod Security
+// "restricted"), on the ServiceAccount token the replica reads the API with.
+func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
 	https := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}
 	volumes := []corev1.Volume{
 		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: servingSecretName(ps.Name)}}},
@@ -160,12 +174,7 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			Containers: []corev1.Container{{
 				Name: "policy-server", Image: ps.Spec.Image,
 				Command: []string{"regent"},
-				Args: []string{"policy-server", "--lifecycle",
-					"--policy-server=" + ps.Name, "--namespace=" + namespace,
-					"--replica-from-hostname", cacheFlag, "--cache-dir=" + workMount + "/private",
-					"--advertise-address=$(POD_IP)",
-					fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
-					"--cert-file=/tls/tls.crt", "--key-file=/tls/tls.key"},
+				Args:    policyServerArgs(ps, namespace, "replica"),
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
 				Ports: []corev1.ContainerPort{

@@ -47,8 +47,9 @@ func (r *policyServerReconciler) applyRBAC(ctx context.Context, ps *kubewardenv1
 		}
 		reads = strings.Join(names, ", ")
 	}
-	granted := fmt.Sprintf("ServiceAccount %s/%s may run replicas (Role %s) and its context-aware policies may read %s (ClusterRole %s)",
-		r.namespace, sa, serverObjectName(ps.Name), reads, contextRoleName(ps.Name))
+	granted := fmt.Sprintf("ServiceAccount %s/%s may run replicas (Role %s) and its context-aware policies may read %s (ClusterRole %s); "+
+		"ServiceAccount %[1]s/%[6]s may lead, sign and run the background scan (Role and ClusterRole %[6]s)",
+		r.namespace, sa, serverObjectName(ps.Name), reads, contextRoleName(ps.Name), leaderIdentityName(ps.Name))
 	if len(unknown) > 0 {
 		cond.Reason = "UnknownContextAwareResource"
 		cond.Message = "skipped kinds the cluster does not serve: " + strings.Join(unknown, "; ") + ". " + granted
@@ -96,10 +97,6 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 		return nil, nil, err
 	}
 
-	if err := r.applyLeaderIdentity(ctx, ps, labels); err != nil {
-		return nil, nil, err
-	}
-
 	wants, err := r.contextAwareWants(ctx, ps.Name)
 	if err != nil {
 		return nil, nil, err
@@ -111,25 +108,36 @@ func (r *policyServerReconciler) applyIdentity(ctx context.Context, ps *kubeward
 	}
 	ctxName := contextRoleName(ps.Name)
 	cluster := metav1.ObjectMeta{Name: ctxName, Labels: labels}
-	if err := r.ensure(ctx, ps, &rbacv1.ClusterRole{ObjectMeta: cluster}, func(o client.Object) {
-		o.(*rbacv1.ClusterRole).Rules = append(contextRules(resources), backgroundScanRules(scanned)...)
-	}); err != nil {
+	if err := r.applyClusterRole(ctx, ps, cluster, contextRules(resources), subjects); err != nil {
 		return nil, nil, err
 	}
-	if err := r.ensure(ctx, ps, &rbacv1.ClusterRoleBinding{ObjectMeta: cluster}, func(o client.Object) {
-		b := o.(*rbacv1.ClusterRoleBinding)
-		b.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ctxName}
-		b.Subjects = subjects
-	}); err != nil {
+	// The leader workload's policies look things up too (settings validation, the background
+	// scan), and it alone runs the scan.
+	if err := r.applyLeaderIdentity(ctx, ps, labels, append(contextRules(resources), backgroundScanRules(scanned)...)); err != nil {
 		return nil, nil, err
 	}
 	return resources, unknown, nil
 }
 
-// applyLeaderIdentity writes the leader's ServiceAccount, and the Role and RoleBinding that let
-// it, and nothing else, read the signing key. It is the controller's even when the user names
-// the replicas' ServiceAccount: the key must not follow a user's account.
-func (r *policyServerReconciler) applyLeaderIdentity(ctx context.Context, ps *kubewardenv1.PolicyServer, labels map[string]string) error {
+// applyClusterRole writes a ClusterRole of rules and its binding to subjects, both named meta.Name.
+func (r *policyServerReconciler) applyClusterRole(ctx context.Context, ps *kubewardenv1.PolicyServer, meta metav1.ObjectMeta, rules []rbacv1.PolicyRule, subjects []rbacv1.Subject) error {
+	if err := r.ensure(ctx, ps, &rbacv1.ClusterRole{ObjectMeta: meta}, func(o client.Object) {
+		o.(*rbacv1.ClusterRole).Rules = rules
+	}); err != nil {
+		return err
+	}
+	return r.ensure(ctx, ps, &rbacv1.ClusterRoleBinding{ObjectMeta: meta}, func(o client.Object) {
+		b := o.(*rbacv1.ClusterRoleBinding)
+		b.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: meta.Name}
+		b.Subjects = subjects
+	})
+}
+
+// applyLeaderIdentity writes the leader workload's ServiceAccount, the Role and RoleBinding that
+// let it, and nothing else, read the signing key (with what else leading takes: leaderRules), and
+// its ClusterRole of clusterRules. It is the controller's even when the user names the replicas'
+// ServiceAccount: the key must not follow a user's account.
+func (r *policyServerReconciler) applyLeaderIdentity(ctx context.Context, ps *kubewardenv1.PolicyServer, labels map[string]string, clusterRules []rbacv1.PolicyRule) error {
 	name := leaderIdentityName(ps.Name)
 	if err := r.ensure(ctx, ps, &corev1.ServiceAccount{ObjectMeta: r.meta(name, labels)}, func(client.Object) {}); err != nil {
 		return err
@@ -139,11 +147,15 @@ func (r *policyServerReconciler) applyLeaderIdentity(ctx context.Context, ps *ku
 	}); err != nil {
 		return err
 	}
-	return r.ensure(ctx, ps, &rbacv1.RoleBinding{ObjectMeta: r.meta(name, labels)}, func(o client.Object) {
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: r.namespace}}
+	if err := r.ensure(ctx, ps, &rbacv1.RoleBinding{ObjectMeta: r.meta(name, labels)}, func(o client.Object) {
 		b := o.(*rbacv1.RoleBinding)
 		b.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}
-		b.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: r.namespace}}
-	})
+		b.Subjects = subjects
+	}); err != nil {
+		return err
+	}
+	return r.applyClusterRole(ctx, ps, metav1.ObjectMeta{Name: name, Labels: labels}, clusterRules, subjects)
 }
 
 // dropOwnServiceAccount deletes the ServiceAccount the controller created before the user named

@@ -24,14 +24,41 @@ func serviceAccountName(ps string) string { return serverObjectName(ps) }
 func contextRoleName(ps string) string    { return serverObjectName(ps) + "-context" }
 
 // The leader's identity: a ServiceAccount, Role and RoleBinding of their own, the only one that
-// may read the signing key (signing.KeySecretName). Replicas verify with the certificates alone.
+// may read the signing key (signing.KeySecretName), and a ClusterRole and ClusterRoleBinding of
+// the same name for what the leader workload reads and writes cluster-wide. Replicas verify with
+// the certificates alone.
 func leaderIdentityName(ps string) string   { return serverObjectName(ps) + "-leader" }
 func signingKeySecretName(ps string) string { return signingSecretName(ps) + "-key" }
 
-// leaderRules: the leader's one call beyond a replica's is reading the signing key, by name.
+// leaderAddressLeaseName is the Lease the leader workload publishes its address on while it
+// leads (lifecycle.LeaderAddressLeaseName); it does not parse as a replica's.
+func leaderAddressLeaseName(ps string) string { return replicaLeasePrefix(ps) + "leader" }
+
+// revisionRules are what every process of a policy server does with its revisions and the
+// certificates: its informers list and watch the revisions and the signing Secret of
+// certificates (by a metadata.name field selector, which RBAC matches against resourceNames),
+// and it writes revision status after a fresh get (the leader Initialized, a replica Ready).
+func revisionRules(ps string) []rbacv1.PolicyRule {
+	group := kubewardenv1.GroupVersion.Group
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{group}, Resources: []string{"policyrevisions"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{group}, Resources: []string{"policyrevisions/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{signingSecretName(ps)}, Verbs: []string{"get", "list", "watch"}},
+	}
+}
+
+// leaderRules are the calls of the leader workload (`policy-server --role=leader`) in the
+// controller namespace, read off policyserver/lifecycle: revisionRules, reading the signing key
+// by name, leader election (get, create, update the leader Lease) and, while it leads, the Lease
+// it publishes its address on. Lease creation cannot be limited by resourceNames (the name is
+// not known to the authorizer before the object exists), so it is the one unnamed write.
 func leaderRules(ps string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
-		ResourceNames: []string{signingKeySecretName(ps)}, Verbs: []string{"get"}}}
+	return append(revisionRules(ps),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{signingKeySecretName(ps)}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
+			ResourceNames: []string{serverObjectName(ps), leaderAddressLeaseName(ps)}, Verbs: []string{"get", "update"}},
+	)
 }
 
 // serviceAccountOf is what the replicas run as: the user's ServiceAccount when the PolicyServer
@@ -75,30 +102,22 @@ func replicaLeaseNames(ps string, replicas int32, existing []string) []string {
 	return names
 }
 
-// replicaRules are the calls a replica of ps makes in the controller namespace, read off
-// policyserver/lifecycle: its informers list and watch the revisions and the signing Secret of
-// certificates (by a metadata.name field selector, which RBAC matches against resourceNames; the
-// key is in another Secret, leaderRules'), the leader and every replica read that Secret and
-// write revision status after a fresh get, leader election
-// gets, creates and updates the leader Lease, and each replica gets, creates, updates and, when
-// it stops, deletes its own Lease; a replica without a shared cache also gets the leader Lease
-// and the leader's replica Lease to find where to fetch signed entries (both named here). Lease creation cannot be limited by resourceNames (the name
-// is not known to the authorizer before the object exists), so it is the one unnamed write.
+// replicaRules are the calls a replica of ps (`policy-server --role=replica`) makes in the
+// controller namespace, read off policyserver/lifecycle: revisionRules; each replica gets,
+// creates, updates and, when it stops, deletes its own Lease; and it gets the leader Lease and
+// the Lease the leader publishes its address on, to find where to fetch signed entries. It never
+// campaigns, so it may not write the leader's Leases, nor read the signing key.
 func replicaRules(ps string, replicaLeases []string) []rbacv1.PolicyRule {
-	group := kubewardenv1.GroupVersion.Group
-	leases := append([]string{serverObjectName(ps)}, replicaLeases...)
-	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{group}, Resources: []string{"policyrevisions"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{group}, Resources: []string{"policyrevisions/status"}, Verbs: []string{"update"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{signingSecretName(ps)}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-		{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, ResourceNames: leases, Verbs: []string{"get", "update"}},
-	}
-	// No replica Lease to name means no delete at all: an empty resourceNames would allow every
+	rules := append(revisionRules(ps),
+		rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
+			ResourceNames: []string{serverObjectName(ps), leaderAddressLeaseName(ps)}, Verbs: []string{"get"}},
+	)
+	// No replica Lease to name means no rule at all: an empty resourceNames would allow every
 	// Lease in the namespace.
 	if len(replicaLeases) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
-			ResourceNames: slices.Clone(replicaLeases), Verbs: []string{"delete"}})
+			ResourceNames: slices.Clone(replicaLeases), Verbs: []string{"get", "update", "delete"}})
 	}
 	return rules
 }
@@ -131,7 +150,7 @@ func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 }
 
 // backgroundScanRules are the cluster-wide calls of the background scan (package
-// reports/background), which the leader runs: it lists and watches the kinds that the rules of
+// reports/background), which the leader workload runs (its ClusterRole, not the replicas'): it lists and watches the kinds that the rules of
 // the server's policies with backgroundAudit name (only list and watch: it reads objects from
 // its informers, never one by one, so a get is still refused where no context-aware policy
 // needs one), the namespaces' labels and the policies, writes the per-resource reports, and

@@ -160,3 +160,32 @@ func TestBackgroundScanRules_ListAndWatchWhatScannedPoliciesNameWriteOnlyReports
 		t.Errorf("a policy on every kind: %+v, want list and watch of every kind", all)
 	}
 }
+
+func TestLeaderRules_TheKeyByNameAndTheLeasesOfLeadingNothingOfAReplica(t *testing.T) {
+	rules := leaderRules("a")
+	var key, leases bool
+	for _, r := range rules {
+		unnamedOK := r.Resources[0] == "policyrevisions" || r.Resources[0] == "policyrevisions/status" ||
+			(r.Resources[0] == "leases" && slices.Equal(r.Verbs, []string{"create"}))
+		if len(r.ResourceNames) == 0 && !unnamedOK {
+			t.Errorf("%+v is not limited by name", r)
+		}
+		if slices.Contains(r.Verbs, "delete") {
+			t.Errorf("%+v: the leader deletes nothing", r)
+		}
+		key = key || slices.Equal(r.ResourceNames, []string{"regent-policy-server-a-signing-key"})
+		if r.Resources[0] == "leases" && len(r.ResourceNames) > 0 {
+			leases = slices.Equal(r.ResourceNames, []string{"regent-policy-server-a", "regent-policy-server-a-replica-leader"}) &&
+				slices.Equal(r.Verbs, []string{"get", "update"})
+		}
+	}
+	if !key || !leases {
+		t.Errorf("leader rules %+v: want the signing key by name and get/update of the leader and leader address Leases", rules)
+	}
+	for _, r := range replicaRules("a", []string{"regent-policy-server-a-replica-0"}) {
+		if slices.Contains(r.ResourceNames, "regent-policy-server-a-signing-key") ||
+			(slices.Contains(r.ResourceNames, "regent-policy-server-a") && !slices.Equal(r.Verbs, []string{"get"})) {
+			t.Errorf("replica rule %+v grants the leader's", r)
+		}
+	}
+}

@@ -20,11 +20,12 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/policyserver/lifecycle"
 )
 
-// The Role is proven complete by a real replica doing its whole job as the ServiceAccount, and
-// minimal by what the same identity is refused.
-func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_AndNothingMore(t *testing.T) {
+// The Roles are proven complete by a real replica and a real leader doing their whole job, each
+// as its ServiceAccount, and minimal by what the same identities are refused.
+func TestPolicyServerRBAC_AReplicaAndTheLeaderAsTheirServiceAccountsLeadLoadAndReportReady_AndNothingMore(t *testing.T) {
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -51,9 +52,10 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 	}
 	logs := &logLines{}
 	logs.captureKlog(t)
-	// The replica leads; it reads the signing key, and only that, as the leader's identity.
+	// The leader process leads, as the leader's identity; the replica never campaigns.
 	leaderCfg := serviceAccountConfig(t, hub.Config, sa+"-leader")
-	stop := runReplica(t, cfg, leaderCfg, "rbac", logs.logger())
+	stopLeader := runProcess(t, leaderCfg, lifecycle.RoleLeader, "rbac", logs.logger())
+	stop := runProcess(t, cfg, lifecycle.RoleReplica, "rbac", logs.logger())
 
 	p := clusterPolicy("rbac-reader", "rbac")
 	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
@@ -73,8 +75,11 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 	}
 	leader := &coordinationv1.Lease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac"}, leader); err != nil ||
-		leader.Spec.HolderIdentity == nil || !strings.HasPrefix(*leader.Spec.HolderIdentity, "0_") {
-		t.Errorf("leader Lease = %+v (%v), want held by replica 0", leader.Spec, err)
+		leader.Spec.HolderIdentity == nil || !strings.HasPrefix(*leader.Spec.HolderIdentity, "leader_") {
+		t.Errorf("leader Lease = %+v (%v), want held by the leader process", leader.Spec, err)
+	}
+	if rs := findReplica(rev.Status.Replicas, 0); rs == nil || rs.Reason != lifecycle.ReasonLoaded || !strings.Contains(rs.Message, "fetched from the leader") {
+		t.Errorf("replica 0's report %+v: want the signed entry fetched from the leader", rs)
 	}
 
 	// Context-aware reads and can_i, through the same identity.
@@ -104,10 +109,16 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 	if err := leaderAs.Get(ctx, keySecret, &corev1.Secret{}); err != nil {
 		t.Errorf("get the signing key Secret as the leader: %v", err)
 	}
+	replicaLease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-replica-0"}, replicaLease); err != nil {
+		t.Fatal(err)
+	}
 	for what, err := range map[string]error{
-		"the leader lists Secrets":      leaderAs.List(ctx, &corev1.SecretList{}, client.InNamespace(testNamespace)),
-		"the leader gets the CA Secret": leaderAs.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: caSecretName("rbac")}, &corev1.Secret{}),
-		"the leader lists revisions":    leaderAs.List(ctx, &kubewardenv1.PolicyRevisionList{}, client.InNamespace(testNamespace)),
+		"the leader lists Secrets":           leaderAs.List(ctx, &corev1.SecretList{}, client.InNamespace(testNamespace)),
+		"the leader gets the CA Secret":      leaderAs.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: caSecretName("rbac")}, &corev1.Secret{}),
+		"the leader gets the serving Secret": leaderAs.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: servingSecretName("rbac")}, &corev1.Secret{}),
+		"the leader updates a replica Lease": leaderAs.Update(ctx, replicaLease.DeepCopy()),
+		"the leader deletes a revision":      leaderAs.Delete(ctx, rev.DeepCopy()),
 	} {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("%s: %v, want Forbidden", what, err)
@@ -121,6 +132,7 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		"list the namespace's Secrets": as.List(ctx, &corev1.SecretList{}, client.InNamespace(testNamespace)),
 		"delete a PolicyRevision":      as.Delete(ctx, rev.DeepCopy()),
 		"delete the leader Lease":      as.Delete(ctx, leader.DeepCopy()),
+		"update the leader Lease":      as.Update(ctx, leader.DeepCopy()),
 		"get another server's Lease": as.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-other"},
 			&coordinationv1.Lease{}),
 		// The policy is on pods with backgroundAudit, so the background scan may list and
@@ -135,6 +147,14 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 			t.Errorf("%s as the policy server: %v, want Forbidden", what, err)
 		}
 	}
+	// The background scan is the leader's: it lists what the policy's rules name, the replicas
+	// never do.
+	if serviceAccountMay(t, c, sa, "list", "", "pods", "", "") {
+		t.Error("a replica may list pods: the background scan's access went to the replicas")
+	}
+	if !serviceAccountMay(t, c, sa+"-leader", "list", "", "pods", "", "") {
+		t.Error("the leader may not list pods for the background scan")
+	}
 
 	// The policy stops listing namespaces: once the generation without them serves, they are
 	// refused again.
@@ -148,6 +168,7 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 
 	// A graceful stop deletes the replica's own Lease and releases the leader's.
 	stop()
+	stopLeader()
 	err = c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "regent-policy-server-rbac-replica-0"}, &coordinationv1.Lease{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("replica Lease after a graceful stop: %v, want deleted", err)
@@ -156,7 +177,7 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		t.Errorf("leader Lease after a graceful stop = %+v (%v), want released", leader.Spec, err)
 	}
 	if refused := logs.matching("forbidden"); len(refused) > 0 {
-		t.Errorf("the replica was refused calls:\n%s", strings.Join(refused, "\n"))
+		t.Errorf("the replica or the leader was refused calls:\n%s", strings.Join(refused, "\n"))
 	}
 
 	// Deleting the PolicyServer takes its identity along.
@@ -171,6 +192,9 @@ func TestPolicyServerRBAC_AReplicaAsItsServiceAccountLeadsLoadsAndReportsReady_A
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-context"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sa + "-leader"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-leader"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: sa + "-leader"}},
 	} {
 		fleettest.Eventually(t, time.Minute, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
@@ -357,8 +381,9 @@ func keysOf(m map[string][]byte) []string {
 	return out
 }
 
-// A replica's process not given the leader identity may still lead, but cannot sign: it
-// validates each revision unsigned, says why, and replicas compile the module themselves.
+// A process that may lead but not read the key (here a replica's identity a user also let
+// campaign, running --role=all) cannot sign: it validates each revision unsigned, says why, and
+// replicas compile the module themselves.
 func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *testing.T) {
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
@@ -372,8 +397,19 @@ func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *tes
 	eventually(t, "signing Secrets", func() bool {
 		return c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: signingKeySecretName("unsigned")}, &corev1.Secret{}) == nil
 	})
+	mayCampaign := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "unsigned-campaigns"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
+			ResourceNames: []string{serverObjectName("unsigned")}, Verbs: []string{"get", "update"}}}}
+	if err := c.Create(ctx, mayCampaign); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: mayCampaign.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: mayCampaign.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccountName("unsigned"), Namespace: testNamespace}}}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := serviceAccountConfig(t, hub.Config, serviceAccountName("unsigned"))
-	defer runReplica(t, cfg, nil, "unsigned", logr.Discard())()
+	defer runProcess(t, cfg, lifecycle.RoleAll, "unsigned", logr.Discard())()
 	p := clusterPolicy("unsigned-p", "unsigned")
 	p.Spec.Module, p.Spec.ExecutionMode = regoModule(t), "opa"
 	if err := c.Create(ctx, p); err != nil {

@@ -30,8 +30,9 @@ func servingSecretName(ps string) string { return serverObjectName(ps) + "-tls" 
 func headlessName(ps string) string      { return serverObjectName(ps) + "-replicas" }
 func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache" }
 
-// policyServerReconciler turns a PolicyServer into its StatefulSet, Services, NetworkPolicy,
-// cache claim, Secrets, ServiceAccount and RBAC, all owned by it so deleting it removes them.
+// policyServerReconciler turns a PolicyServer into its StatefulSet, leader Deployment, Services,
+// NetworkPolicies, cache claim, Secrets, ServiceAccounts and RBAC, all owned by it so deleting it
+// removes them.
 type policyServerReconciler struct {
 	client        client.Client
 	reader        client.Reader // the manager's cache: policies, PolicyServers
@@ -59,7 +60,8 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.recorder.Eventf(ps, nil, corev1.EventTypeWarning, "RBACFailed", "Grant", "%s", rbacErr.Error())
 	}
 	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
-		Message: fmt.Sprintf("StatefulSet %s/%s, its Services, cache claim and Secrets are in place", r.namespace, serverObjectName(ps.Name))}
+		Message: fmt.Sprintf("StatefulSet %s/%s, leader Deployment %s, their Services, cache claim and Secrets are in place",
+			r.namespace, serverObjectName(ps.Name), leaderWorkloadName(ps.Name))}
 	err := r.apply(ctx, ps)
 	if err == nil {
 		var renew time.Duration
@@ -73,7 +75,7 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	err = errors.Join(rbacErr, err)
 	before := ps.Status.DeepCopy()
-	for _, c := range []metav1.Condition{cond, rbacCond} {
+	for _, c := range []metav1.Condition{cond, rbacCond, r.leaderCondition(ctx, ps)} {
 		c.ObservedGeneration = ps.Generation
 		meta.SetStatusCondition(&ps.Status.Conditions, c)
 	}
@@ -134,6 +136,9 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		s.Spec.Template = statefulSetPod(ps, r.namespace, selector)
 		s.Spec.VolumeClaimTemplates = claims
 	}); err != nil {
+		return err
+	}
+	if err := r.applyLeaderWorkload(ctx, ps, selector); err != nil {
 		return err
 	}
 	return r.replaceStalePods(ctx, ps, selector)

@@ -52,17 +52,18 @@ func TestPolicyServer_PodsWithTheOldCacheVolumeAreReplacedWhileTheOthersAreReady
 		}
 		return err == nil
 	}
-	// Replica 0 already has its own claim but is not Ready yet; replica 1 still has the
-	// emptyDir of the old mode and serves.
-	fresh := pod("0", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cacheVolume + "-" + serverObjectName(ps.Name) + "-0"}}, false)
-	old := pod("1", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, true)
+	// The mode changes first: pods made before it would be replaced in the old mode already
+	// (replica 0's claim is stale there), which is not the case under test.
 	update(t, c, ps, func() { ps.Spec.CacheStorageClassName = ptr.To("standard") })
-	// The mode change reaches the StatefulSet; replica 1 stays while replica 0 is not Ready.
 	eventually(t, "StatefulSet with claim templates", func() bool {
 		sts := &appsv1.StatefulSet{}
 		return c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: serverObjectName(ps.Name)}, sts) == nil &&
 			len(sts.Spec.VolumeClaimTemplates) == 1
 	})
+	// Replica 0 already has its own claim but is not Ready yet; replica 1 still has the
+	// emptyDir of the old mode and serves: it stays while replica 0 is not Ready.
+	fresh := pod("0", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cacheVolume + "-" + serverObjectName(ps.Name) + "-0"}}, false)
+	old := pod("1", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, true)
 	if !exists(old) {
 		t.Fatal("the only serving replica was deleted while the replaced one was not Ready")
 	}

@@ -49,17 +49,17 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 		}
 		t.Logf("webhook URL %q", webhookURL(t, c, "clusterwide-fetched"))
 	})
-	// The replicas run as the PolicyServer's ServiceAccount, as its pods do: finding the leader
-	// and fetching from it needs nothing the Role does not grant. (Each may lead, so each gets
-	// the leader identity too, as local fleets give it.)
+	// The replicas run as the PolicyServer's ServiceAccount and the leader as its own, as their
+	// pods do: leading, finding the leader and fetching from it need nothing the Roles do not grant.
 	waitRBAC(t, c, ps, metav1.ConditionTrue, "Granted")
 	cfg := serviceAccountConfig(t, hub.Config, serviceAccountName(ps))
 	leaderCfg := serviceAccountConfig(t, hub.Config, leaderIdentityName(ps))
 	logs := &logLines{}
 	logs.captureKlog(t)
+	runOwnCacheReplica(t, leaderCfg, lifecycle.RoleLeader, ps, 0, logs.logger())
 	roots := make([]string, 3)
 	for n := range roots {
-		roots[n] = runOwnCacheReplica(t, cfg, leaderCfg, ps, n, logs.logger())
+		roots[n] = runOwnCacheReplica(t, cfg, lifecycle.RoleReplica, ps, n, logs.logger())
 	}
 
 	policy := clusterPolicy("fetched", ps)
@@ -81,8 +81,8 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 	}
 	for n := range int32(3) {
 		rs := findReplica(rev.Status.Replicas, n)
-		if rs == nil || rs.Ready != metav1.ConditionTrue || rs.Reason != lifecycle.ReasonLoaded {
-			t.Errorf("replica %d: %+v, want Ready True %s (from the signed entry)", n, rs, lifecycle.ReasonLoaded)
+		if rs == nil || rs.Ready != metav1.ConditionTrue || rs.Reason != lifecycle.ReasonLoaded || !strings.Contains(rs.Message, "fetched from the leader") {
+			t.Errorf("replica %d: %+v, want Ready True %s, fetched from the leader", n, rs, lifecycle.ReasonLoaded)
 		}
 		if _, err := os.Stat(filepath.Join(roots[n], "v1", rev.Status.CacheKey, "entry.json")); err != nil {
 			t.Errorf("replica %d serves generation 2 without the signed entry in its own cache: %v", n, err)
@@ -93,9 +93,10 @@ func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebh
 	}
 }
 
-// runOwnCacheReplica runs replica n of ps in process, as cfg (leading as leaderCfg), with a signed cache of its own, advertising
-// its loopback address as a pod advertises its IP; it returns the cache folder.
-func runOwnCacheReplica(t *testing.T, cfg, leaderCfg *rest.Config, ps string, n int, log logr.Logger) string {
+// runOwnCacheReplica runs replica n of ps (or its leader) in process, as cfg, with a signed cache
+// of its own, advertising its loopback address as a pod advertises its IP; it returns the cache
+// folder.
+func runOwnCacheReplica(t *testing.T, cfg *rest.Config, role lifecycle.Role, ps string, n int, log logr.Logger) string {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := selfsigned.Write(dir, "127.0.0.1")
@@ -107,7 +108,7 @@ func runOwnCacheReplica(t *testing.T, cfg, leaderCfg *rest.Config, ps string, n 
 		t.Fatal(err)
 	}
 	opts := lifecycle.Options{
-		Config: cfg, LeaderConfig: leaderCfg, Namespace: testNamespace, PolicyServer: ps, Replica: n, Version: "v1",
+		Config: cfg, Role: role, Namespace: testNamespace, PolicyServer: ps, Replica: n, Version: "v1",
 		SignedCache: filepath.Join(dir, "signed"), AdvertiseAddress: ln.Addr().String(),
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		ResyncInterval: 2 * time.Second, RetryInterval: 2 * time.Second,
@@ -125,10 +126,10 @@ func runOwnCacheReplica(t *testing.T, cfg, leaderCfg *rest.Config, ps string, n 
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("replica %d returned %v", n, err)
+				t.Errorf("%s %d returned %v", role, n, err)
 			}
 		case <-time.After(time.Minute):
-			t.Errorf("replica %d did not stop", n)
+			t.Errorf("%s %d did not stop", role, n)
 		}
 	})
 	return opts.SignedCache

@@ -96,9 +96,10 @@ func (l *logLines) matching(word string) []string {
 	return out
 }
 
-// runReplica runs replica 0 of ps in process, as cfg, with short Leases, until stop is called
-// or the test ends; stop waits for it to return.
-func runReplica(t testing.TB, cfg, leaderCfg *rest.Config, ps string, log logr.Logger) (stop func()) {
+// runProcess runs replica 0 of ps (or its leader, by role) in process, as cfg, with short
+// Leases and a signed cache of its own, advertising its loopback address as a pod its IP, until
+// stop is called or the test ends; stop waits for it to return.
+func runProcess(t testing.TB, cfg *rest.Config, role lifecycle.Role, ps string, log logr.Logger) (stop func()) {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := selfsigned.Write(dir, "127.0.0.1")
@@ -110,8 +111,8 @@ func runReplica(t testing.TB, cfg, leaderCfg *rest.Config, ps string, log logr.L
 		t.Fatal(err)
 	}
 	opts := lifecycle.Options{
-		Config: cfg, LeaderConfig: leaderCfg, Namespace: testNamespace, PolicyServer: ps, Replica: 0,
-		SharedCache:   filepath.Join(dir, "shared"),
+		Config: cfg, Role: role, Namespace: testNamespace, PolicyServer: ps, Replica: 0,
+		SignedCache: filepath.Join(dir, "signed"), AdvertiseAddress: ln.Addr().String(),
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		ResyncInterval: 2 * time.Second, RetryInterval: 2 * time.Second,
 		Logger: log,
@@ -120,9 +121,6 @@ func runReplica(t testing.TB, cfg, leaderCfg *rest.Config, ps string, log logr.L
 	opts.Server.Listener = ln
 	opts.Server.CertFile, opts.Server.KeyFile = certs.CertFile, certs.KeyFile
 	opts.Server.CacheDir = filepath.Join(dir, "private")
-	if err := os.MkdirAll(opts.SharedCache, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- lifecycle.Run(ctx, opts) }()
@@ -133,10 +131,10 @@ func runReplica(t testing.TB, cfg, leaderCfg *rest.Config, ps string, log logr.L
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("replica returned %v", err)
+					t.Errorf("%s returned %v", role, err)
 				}
 			case <-time.After(time.Minute):
-				t.Error("replica did not stop")
+				t.Errorf("%s did not stop", role)
 			}
 		})
 	}

@@ -156,7 +156,7 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 			validity: opts.ServingCertValidity, propagation: opts.ServingCAPropagation, extraHosts: opts.ServingHosts}}
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&kubewardenv1.PolicyServer{})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubewardenv1.PolicyServer{}, handler.OnlyControllerOwner())
-	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}} {
+	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}} {
 		b = b.WatchesRawSource(source.Kind[client.Object](nsCache, obj, owner))
 	}
 	// Its pods, by label: a replica becoming Ready lets the next one with a stale cache volume

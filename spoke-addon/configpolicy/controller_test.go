@@ -283,13 +283,13 @@ object-templates:
 		}
 	})
 
-	t.Run("ObjectTemplatesRaw_IsReportedUnsupported", func(t *testing.T) {
+	t.Run("ObjectTemplatesRaw_IsEvaluatedAsObjectTemplates", func(t *testing.T) {
 		namespace(t, c, "raw", nil)
 		apply(t, c, policyYAML("raw", "raw", "inform", `
 object-templates-raw: |
   - complianceType: musthave
     objectDefinition: {apiVersion: v1, kind: ConfigMap, metadata: {name: x, namespace: raw}}`))
-		state(t, c, "raw", "raw", policyv1.NonCompliant, "object-templates-raw is not supported")
+		state(t, c, "raw", "raw", policyv1.NonCompliant, "configmaps [x] not found in namespace raw")
 	})
 
 	t.Run("ComplianceTransitions_EmitEventsOnThePolicyAndItsParentPolicy", func(t *testing.T) {

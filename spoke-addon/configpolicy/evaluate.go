@@ -1,7 +1,6 @@
 package configpolicy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,13 +57,23 @@ var errRequeue = errors.New("retry")
 
 func (e *evaluator) evaluate(ctx context.Context, p *policyv1.ConfigurationPolicy) (policyOutcome, error) {
 	var out policyOutcome
-	if p.Spec.ObjectTemplatesRaw != "" {
-		out.templates = append(out.templates, templateOutcome{message: "object-templates-raw is not supported by Regent's ConfigurationPolicy controller; use object-templates"})
+	objectTemplates, refused, err := e.objectTemplates(ctx, p, &out)
+	var tmplErr templateError
+	switch {
+	case errors.As(err, &tmplErr):
+		// Nothing of a policy whose templates do not resolve is applied.
+		out.templates = append(out.templates, templateOutcome{message: tmplErr.Error()})
+		return out, nil
+	case err != nil:
+		return out, err
+	case refused != "":
+		out.templates = append(out.templates, templateOutcome{message: refused})
+		return out, nil
 	}
 	enforce := strings.EqualFold(string(p.Spec.RemediationAction), string(policyv1.Enforce))
 	var namespaces []namespaceInfo
 	namespacesListed := false
-	for i, tmpl := range p.Spec.ObjectTemplates {
+	for i, tmpl := range objectTemplates {
 		if tmpl == nil {
 			out.templates = append(out.templates, templateOutcome{message: fmt.Sprintf("object-templates[%d] is empty", i)})
 			continue
@@ -146,12 +155,11 @@ type template struct {
 	complianceType            policyv1.ComplianceType
 	onlyHave, metadataOnly    bool
 	selector                  *metav1.LabelSelector
+	recreate                  policyv1.RecreateOption
+	recordDiff                policyv1.RecordDiff
 }
 
 func (e *evaluator) template(tmpl *policyv1.ObjectTemplate) (*template, error) {
-	if bytes.Contains(tmpl.ObjectDefinition.Raw, []byte("{{")) {
-		return nil, errors.New("templates ({{ ... }}) in objectDefinition are not supported by Regent's ConfigurationPolicy controller")
-	}
 	obj := map[string]any{}
 	if err := json.Unmarshal(tmpl.ObjectDefinition.Raw, &obj); err != nil {
 		return nil, fmt.Errorf("objectDefinition is not an object: %w", err)
@@ -172,6 +180,8 @@ func (e *evaluator) template(tmpl *policyv1.ObjectTemplate) (*template, error) {
 		onlyHave:       ctype == policyv1.MustOnlyHave,
 		metadataOnly:   meta == string(policyv1.MustOnlyHave),
 		selector:       tmpl.ObjectSelector,
+		recreate:       tmpl.RecreateOption,
+		recordDiff:     effectiveRecordDiff(tmpl.RecordDiff, gvk.Group, gvk.Kind),
 	}, nil
 }
 
@@ -203,9 +213,15 @@ func outcomeOf(t *template, results []objectResult) templateOutcome {
 			Compliant: complianceOf(r.state.compliant()),
 			Reason:    r.state.relatedReason(),
 		}
-		if r.uid != "" || r.state == created {
-			createdByPolicy := r.state == created
+		if r.uid != "" || r.state == created || r.state == recreated {
+			createdByPolicy := r.state == created || r.state == recreated
 			rel.Properties = &policyv1.ObjectProperties{UID: r.uid, CreatedByPolicy: &createdByPolicy}
+		}
+		if r.diff != "" {
+			if rel.Properties == nil {
+				rel.Properties = &policyv1.ObjectProperties{}
+			}
+			rel.Properties.Diff = r.diff
 		}
 		out.related = append(out.related, rel)
 	}

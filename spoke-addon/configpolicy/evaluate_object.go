@@ -10,7 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
@@ -57,7 +59,7 @@ func (e *evaluator) evaluateNamed(ctx context.Context, t *template, ns string, e
 			r.state = missingAsExpected
 			return r, nil
 		}
-		return e.remove(ctx, r, existing, enforce)
+		return e.remove(ctx, t, r, existing, enforce)
 	}
 	if existing == nil {
 		if !enforce {
@@ -71,7 +73,7 @@ func (e *evaluator) evaluateNamed(ctx context.Context, t *template, ns string, e
 			if rq := requeueError("create "+t.resource, err); rq != nil {
 				return r, rq
 			}
-			r.state, r.detail = writeFailed, err.Error()
+			r.state, r.detail = writeFailed, writeFailure("create", t, err)
 			return r, nil
 		}
 		r.state, r.uid = created, string(obj.GetUID())
@@ -94,19 +96,81 @@ func (e *evaluator) evaluateNamed(ctx context.Context, t *template, ns string, e
 			return r, nil
 		}
 	}
+	diff, logDiff := t.diffFor(existing.Object, desired, ns)
+	if logDiff != "" {
+		log.FromContext(ctx).Info("object differs from its template", "kind", t.gvk.Kind, "namespace", ns, "name", t.name, "diff", logDiff)
+	}
 	if !enforce {
-		r.state = foundNotAsSpecified
+		r.state, r.diff = foundNotAsSpecified, diff
 		return r, nil
+	}
+	if t.recreate == policyv1.RecreateOption("Always") {
+		return e.recreate(ctx, t, r, existing, desired)
 	}
 	obj := &unstructured.Unstructured{Object: desired}
 	if err := e.writer.Update(ctx, obj); err != nil {
 		if rq := requeueError("update "+t.resource, err); rq != nil {
 			return r, rq
 		}
-		r.state, r.detail = writeFailed, err.Error()
+		// The apiserver refuses an update of an immutable field (a Job's template, a Service's
+		// clusterIP) as invalid; OCM reads any invalid update that way.
+		if apierrors.IsInvalid(err) {
+			if t.recreate == policyv1.RecreateOption("IfRequired") {
+				return e.recreate(ctx, t, r, existing, desired)
+			}
+			r.state, r.diff = updateImmutable, diff
+			return r, nil
+		}
+		r.state, r.detail = writeFailed, writeFailure("update", t, err)
 		return r, nil
 	}
 	r.state = updated
+	return r, nil
+}
+
+// recreateWait bounds how long an evaluation waits for an object it deleted to recreate to be
+// gone; finalizers on the object can hold it longer, and its deletion event re-evaluates.
+const recreateWait = 10 * time.Second
+
+// recreate deletes existing and creates desired in its place, for recreateOption Always or for
+// IfRequired when an update was refused. The new object is the policy's own: createdByPolicy.
+func (e *evaluator) recreate(ctx context.Context, t *template, r objectResult, existing *unstructured.Unstructured, desired map[string]any) (objectResult, error) {
+	if existing.GetDeletionTimestamp() == nil {
+		err := e.writer.Delete(ctx, existing, client.Preconditions{UID: ptr(existing.GetUID())})
+		if err != nil && !apierrors.IsNotFound(err) {
+			if rq := requeueError("delete "+t.resource+" to recreate it", err); rq != nil {
+				return r, rq
+			}
+			r.state, r.detail = writeFailed, writeFailure("delete", t, err)
+			return r, nil
+		}
+	}
+	gone := func(ctx context.Context) (bool, error) {
+		probe := &metav1.PartialObjectMetadata{}
+		probe.SetGroupVersionKind(t.gvk)
+		err := e.writer.Get(ctx, client.ObjectKeyFromObject(existing), probe)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && probe.UID != existing.GetUID(), err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, recreateWait, true, gone); err != nil {
+		r.state = recreateTimeout
+		return r, nil
+	}
+	obj := &unstructured.Unstructured{Object: deepCopy(desired).(map[string]any)}
+	delete(obj.Object, "status")
+	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+	if err := e.writer.Create(ctx, obj); err != nil {
+		if rq := requeueError("recreate "+t.resource, err); rq != nil {
+			return r, rq
+		}
+		r.state, r.detail = writeFailed, writeFailure("create", t, err)
+		return r, nil
+	}
+	r.state, r.uid = recreated, string(obj.GetUID())
 	return r, nil
 }
 
@@ -172,7 +236,7 @@ func (e *evaluator) evaluateKind(ctx context.Context, t *template, ns string, en
 		r := objectResult{namespace: ns, name: obj.GetName(), uid: string(obj.GetUID()), state: foundAsSpecified}
 		if t.complianceType == policyv1.MustNotHave {
 			var err error
-			if r, err = e.remove(ctx, r, obj, enforce); err != nil {
+			if r, err = e.remove(ctx, t, r, obj, enforce); err != nil {
 				return nil, err
 			}
 		}
@@ -190,7 +254,7 @@ func (e *evaluator) evaluateKind(ctx context.Context, t *template, ns string, en
 
 // remove handles an object a mustnothave template matches: a violation when informing, deleted
 // when enforcing.
-func (e *evaluator) remove(ctx context.Context, r objectResult, obj *unstructured.Unstructured, enforce bool) (objectResult, error) {
+func (e *evaluator) remove(ctx context.Context, t *template, r objectResult, obj *unstructured.Unstructured, enforce bool) (objectResult, error) {
 	if !enforce {
 		r.state = foundButShouldNot
 		return r, nil
@@ -199,7 +263,7 @@ func (e *evaluator) remove(ctx context.Context, r objectResult, obj *unstructure
 		if rq := requeueError("delete "+obj.GetKind(), err); rq != nil {
 			return r, rq
 		}
-		r.state, r.detail = writeFailed, err.Error()
+		r.state, r.detail = writeFailed, writeFailure("delete", t, err)
 		return r, nil
 	}
 	r.state = deleted

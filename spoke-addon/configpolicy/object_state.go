@@ -20,11 +20,14 @@ const (
 	updated
 	deleted
 	writeFailed
+	recreated
+	updateImmutable // update refused, recreateOption None
+	recreateTimeout // deleted for a recreate, still terminating
 )
 
 func (s objectState) compliant() bool {
 	switch s {
-	case foundAsSpecified, missingAsExpected, created, updated, deleted:
+	case foundAsSpecified, missingAsExpected, created, updated, deleted, recreated:
 		return true
 	}
 	return false
@@ -42,6 +45,9 @@ func (s objectState) text() string {
 		updated:             "was updated successfully",
 		deleted:             "was deleted successfully",
 		writeFailed:         "could not be changed",
+		recreated:           "was recreated successfully",
+		updateImmutable:     `cannot be updated, likely due to immutable fields not matching, you may set spec["object-templates"][].recreateOption to recreate the object`,
+		recreateTimeout:     "timed out waiting for the object to delete during recreate, will retry on the next policy evaluation",
 	}[s]
 }
 
@@ -57,6 +63,9 @@ func (s objectState) relatedReason() string {
 		updated:             "K8s update success",
 		deleted:             "K8s deletion success",
 		writeFailed:         "K8s error",
+		recreated:           "K8s update success",
+		updateImmutable:     "K8s update failure",
+		recreateTimeout:     "K8s deletion pending",
 	}[s]
 }
 
@@ -67,6 +76,7 @@ type objectResult struct {
 	state           objectState
 	uid             string
 	detail          string // the error of a failed write
+	diff            string // the template's change to the object, for recordDiff
 }
 
 // templateMessage builds OCM's message for a template: one clause per state and namespace,
@@ -99,6 +109,11 @@ func templateMessage(resource string, results []objectResult) string {
 	clauses := make([]string, 0, len(keys)+len(details))
 	for _, k := range keys {
 		sort.Strings(names[k])
+		if k.state == updateImmutable || k.state == recreateTimeout {
+			// OCM words these with the namespace before the reason.
+			clauses = append(clauses, clause(resource, names[k], "", k.namespace)+" "+k.state.text())
+			continue
+		}
 		clauses = append(clauses, clause(resource, names[k], k.state.text(), k.namespace))
 	}
 	sort.Strings(details)
@@ -106,7 +121,10 @@ func templateMessage(resource string, results []objectResult) string {
 }
 
 func clause(resource string, names []string, text, namespace string) string {
-	s := fmt.Sprintf("%s [%s] %s", resource, strings.Join(names, ", "), text)
+	s := fmt.Sprintf("%s [%s]", resource, strings.Join(names, ", "))
+	if text != "" {
+		s += " " + text
+	}
 	if namespace != "" {
 		s += " in namespace " + namespace
 	}

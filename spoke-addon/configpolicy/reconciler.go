@@ -40,7 +40,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("get ConfigurationPolicy %s: %w", req, err)
 	}
 	if !p.DeletionTimestamp.IsZero() {
+		// Deleted, or withdrawn by template sync when a dependency stopped holding: prune.
+		if err := r.finalize(ctx, p); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: retryAfterConflict}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("finalize ConfigurationPolicy %s: %w", req, err)
+		}
 		return ctrl.Result{}, nil
+	}
+	if err := r.syncFinalizer(ctx, p); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: retryAfterConflict}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("ConfigurationPolicy %s: %w", req, err)
 	}
 	start := r.clock.Now()
 	defer func() { evaluationSeconds.Observe(r.clock.Since(start).Seconds()) }()
@@ -55,6 +68,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("evaluate ConfigurationPolicy %s: %w", req, err)
 	}
+	if err := r.pruneDropped(ctx, p, out); err != nil {
+		return ctrl.Result{}, fmt.Errorf("ConfigurationPolicy %s: %w", req, err)
+	}
 	next := buildStatus(p.Status, out, p.Generation, r.clock.Now())
 	evaluations.WithLabelValues(string(next.ComplianceState)).Inc()
 	result := ctrl.Result{RequeueAfter: interval(p.Spec.EvaluationInterval, next.ComplianceState)}
@@ -62,7 +78,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.observed(req.NamespacedName, false)
 		return result, nil
 	}
-	previous := p.Status.ComplianceState
 	p.Status = next
 	if err := r.client.Status().Update(ctx, p); err != nil {
 		if apierrors.IsConflict(err) {
@@ -72,9 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	statusWrites.Inc()
 	r.observed(req.NamespacedName, true)
-	if previous != next.ComplianceState {
-		r.recordTransition(p)
-	}
+	// Every status change is news to the Policy's history, as in OCM: a new compliance, a new
+	// message or a new spec (customMessage included) evaluated.
+	r.recordTransition(customMessage(ctx, r.eval.reader, p), p)
 	return result, nil
 }
 
@@ -87,12 +102,11 @@ func (r *Reconciler) observed(policy types.NamespacedName, statusWritten bool) {
 
 // recordTransition emits an Event on the policy and, as OCM's status sync expects, on the
 // Policy that owns it, with reason "policy: <namespace>/<name>".
-func (r *Reconciler) recordTransition(p *policyv1.ConfigurationPolicy) {
+func (r *Reconciler) recordTransition(msg string, p *policyv1.ConfigurationPolicy) {
 	eventType := corev1.EventTypeNormal
 	if p.Status.ComplianceState != policyv1.Compliant {
 		eventType = corev1.EventTypeWarning
 	}
-	msg := complianceMessage(p.Status)
 	reason := "policy: " + p.Namespace + "/" + p.Name
 	r.recorder.Eventf(p, nil, eventType, reason, "Evaluate", "%s", msg)
 	for _, owner := range p.OwnerReferences {

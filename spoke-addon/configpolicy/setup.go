@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -60,7 +61,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		// Status writes bump no generation; without this filter every write would re-evaluate.
-		For(&policyv1.ConfigurationPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A deletion must reach the reconciler too: pruning runs on it.
+		For(&policyv1.ConfigurationPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleting{}))).
 		WatchesMetadata(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.onNamespace)).
 		WatchesMetadata(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.onCRD)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
@@ -124,4 +126,11 @@ func (w *kindWatches) ensure(policy types.NamespacedName, ref watchRef) error {
 	}
 	w.started[gvk] = true
 	return nil
+}
+
+// deleting passes the update that marks a policy for deletion, whatever its generation.
+type deleting struct{ predicate.Funcs }
+
+func (deleting) Update(e event.UpdateEvent) bool {
+	return e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil
 }

@@ -14,17 +14,15 @@ import (
 // copyRolloutStatus gives the managed cluster's copy the rollout status the hub's propagator set
 // on the replica (ToApply while it waits for its turn to enforce, Progressing, Succeeded…), so
 // `kubectl get policies` on the managed cluster shows where the cluster is in the rollout, as on
-// OCM. The hub owns that field; status sync reports only compliance back, so the two never
-// write the same field.
+// OCM. A replica without one has the initial status its spec implies: the hub does not write that
+// one, and the copy shows it all the same. The hub owns that field; status sync reports only
+// compliance back, so the two never write the same field.
 func (r *Reconciler) copyRolloutStatus(ctx context.Context, local, hub *policyv1.Policy) error {
-	if local.Status.RolloutStatus == hub.Status.RolloutStatus {
+	want := hub.EffectiveRolloutStatus()
+	if local.Status.RolloutStatus == want {
 		return nil
 	}
-	var value any // null removes it: an empty rollout status is not a valid value
-	if hub.Status.RolloutStatus != "" {
-		value = hub.Status.RolloutStatus
-	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutStatus": value}})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutStatus": want}})
 	if err != nil {
 		return err
 	}
@@ -35,10 +33,23 @@ func (r *Reconciler) copyRolloutStatus(ctx context.Context, local, hub *policyv1
 	return nil
 }
 
-// acknowledged says whether the hub's propagator vouched for a Policy in the cluster namespace.
-// It gives every replica it writes a rollout status (ToApply, Progressing…), in a status write
-// after the replica's creation. A Policy without one was not written by the propagator, or not
-// yet: it is not copied to the managed cluster. So a "replica" someone planted in the cluster
-// namespace is never applied here, not even in the moment before the propagator deletes it as an
-// orphan; planting one that passes would take writing its status too.
-func acknowledged(hub *policyv1.Policy) bool { return hub.Status.RolloutStatus != "" }
+// acknowledged says whether a Policy in the cluster namespace is the hub propagator's replica. The
+// propagator's only write for a new replica is its creation (an absent rollout status means the
+// initial one), so what vouches for it is what that creation carries: the replica labels naming
+// this very object (root label equal to its name, cluster labels equal to its namespace), or a
+// rollout status the propagator wrote. Any other Policy there, such as one a person put in the
+// cluster namespace by hand, is not copied to the managed cluster.
+func acknowledged(hub *policyv1.Policy) bool {
+	if hub.Status.RolloutStatus != "" {
+		return true
+	}
+	l := hub.Labels
+	return l[rootPolicyLabel] == hub.Name && l[clusterNameLabel] == hub.Namespace && l[clusterNamespaceLabel] == hub.Namespace
+}
+
+// The propagator's replica labels (OCM's).
+const (
+	rootPolicyLabel       = "policy.open-cluster-management.io/root-policy"
+	clusterNameLabel      = "policy.open-cluster-management.io/cluster-name"
+	clusterNamespaceLabel = "policy.open-cluster-management.io/cluster-namespace"
+)

@@ -149,17 +149,7 @@ func (e *env) apply(t testing.TB, docs ...string) {
 var eventually = fleettest.Eventually
 
 func dumpLogs(t testing.TB, f *fleet.Fleet) {
-	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "regent-*.log"))
-	if len(logs) > 4 {
-		t.Logf("logs of %d processes in %s", len(logs), filepath.Join(f.Dir, "logs"))
-	}
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		t.Logf("--- tail of %s:\n%s", l, data)
-	}
+	fleettest.DumpLogs(t, f.Dir, 4000, "logs/regent-*.log")
 }
 
 func objectMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

@@ -64,12 +64,5 @@ func apply(t testing.TB, c client.Client, docs ...string) {
 
 // dumpLogs shows the tail of every process log of a failed test: OCM's components and Regent's.
 func dumpLogs(t testing.TB, f *fleet.Fleet) {
-	logs, _ := filepath.Glob(filepath.Join(f.Dir, "logs", "*.log"))
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 3000 {
-			data = data[len(data)-3000:]
-		}
-		t.Logf("--- tail of %s:\n%s", l, data)
-	}
+	fleettest.DumpLogs(t, f.Dir, 3000, "logs/*.log")
 }

@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -43,6 +42,7 @@ import (
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/lifecycle"
 	"regent.dev/regent/policyserver/lifecycle/pull"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 )
@@ -77,7 +77,9 @@ var eventually = fleettest.Eventually
 // StatefulSet run from Regent's image and become Ready through their probes, the addon Available
 // through OCM's code; the PolicyServer moves onto ReadWriteOnce claims; a ClusterAdmissionPolicy
 // pulled from a registry becomes active and the kube-apiserver, calling the policy server through
-// its Service, refuses a privileged pod; and a root Policy on the hub reaches the cluster through
+// its Service, refuses a privileged pod; the PolicyServer's leader Deployment, as the only
+// identity that may read the signing key, signs the module and the replica fetches and verifies
+// it; and a root Policy on the hub reaches the cluster through
 // the addon in its pod.
 func TestRegentOnARealNode(t *testing.T) {
 	requireRealNode(t)
@@ -268,6 +270,35 @@ func TestRegentOnARealNode(t *testing.T) {
 		})
 	})
 
+	t.Run("TheReplicaVerifiedTheEntryItFetchedFromTheLeaderWorkload", func(t *testing.T) {
+		// The leader runs as a Deployment of its own, as the leader ServiceAccount that alone
+		// reads the signing key; the replica's report on the revision says where its entry came
+		// from: fetched from that leader and verified, not compiled by the replica.
+		waitLeaderWorkload(t, local)
+		eventually(t, 3*time.Minute, func() (bool, string) {
+			rev := &kubewardenv1.PolicyRevision{}
+			if err := local.Get(ctx, types.NamespacedName{Namespace: admissionpolicy.DefaultNamespace, Name: "clusterwide-no-privileged-g1"}, rev); err != nil {
+				return false, err.Error()
+			}
+			b, _ := yaml.Marshal(rev.Status)
+			var initialized bool
+			for _, c := range rev.Status.Conditions {
+				initialized = initialized || (c.Type == kubewardenv1.ConditionInitialized && c.Status == metav1.ConditionTrue && c.Reason == lifecycle.ReasonInitialized)
+			}
+			if !initialized || rev.Status.CacheKey == "" || len(rev.Status.Replicas) != 1 {
+				return false, "want Initialized with a signed entry and one replica's report: " + string(b)
+			}
+			rs := rev.Status.Replicas[0]
+			return rs.Ready == metav1.ConditionTrue && rs.Reason == lifecycle.ReasonLoaded && strings.Contains(rs.Message, "fetched from the leader"),
+				"want the replica Ready from the entry fetched from the leader: " + string(b)
+		})
+		lease := &coordinationv1.Lease{}
+		if err := local.Get(ctx, types.NamespacedName{Namespace: admissionpolicy.DefaultNamespace, Name: lifecycle.LeaderLeaseName("default")}, lease); err != nil ||
+			lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, "leader_") {
+			t.Errorf("leader Lease %+v (%v): want held by the leader workload", lease.Spec, err)
+		}
+	})
+
 	t.Run("ARootPolicyOnTheHubReachesTheClusterThroughTheAddonInItsPod", func(t *testing.T) {
 		apply(t, hub, `apiVersion: v1
 kind: Namespace
@@ -374,6 +405,28 @@ func waitDeploymentReady(t *testing.T, c client.Client, ns, name string) {
 	})
 }
 
+// waitLeaderWorkload waits until the default PolicyServer's leader Deployment has its pod
+// Ready, as the leader ServiceAccount, and the PolicyServer says so.
+func waitLeaderWorkload(t *testing.T, c client.Client) {
+	t.Helper()
+	ns := admissionpolicy.DefaultNamespace
+	eventually(t, 4*time.Minute, func() (bool, string) {
+		d := &appsv1.Deployment{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "regent-policy-server-default-leader"}, d); err != nil {
+			return false, "leader Deployment: " + err.Error()
+		}
+		if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "regent-policy-server-default-leader" {
+			t.Fatalf("the leader runs as %q", sa)
+		}
+		ps := &kubewardenv1.PolicyServer{}
+		if err := c.Get(context.Background(), types.NamespacedName{Name: "default"}, ps); err != nil {
+			return false, err.Error()
+		}
+		return d.Status.ReadyReplicas == 1 && meta.IsStatusConditionTrue(ps.Status.Conditions, "LeaderReady"),
+			fmt.Sprintf("leader ready %d/1, PolicyServer conditions %+v; %s", d.Status.ReadyReplicas, ps.Status.Conditions, podsSummary(context.Background(), c, ns))
+	})
+}
+
 // podsSummary says what each pod of ns waits for, so a timeout names the reason.
 func podsSummary(ctx context.Context, c client.Client, ns string) string {
 	pods := &corev1.PodList{}
@@ -440,19 +493,8 @@ func apply(t *testing.T, c client.Client, docs ...string) {
 
 // dumpLogs shows the tail of the node's, the controllers' and Regent's logs, and the pods' own.
 func dumpLogs(t *testing.T, f *fleet.Fleet) {
-	var logs []string
-	for _, pattern := range []string{"logs/regent-*.log", "cluster1/node/logs/*.log", "cluster1/logs/kube-controller-manager.log",
-		"cluster1/node/pod-logs/*/*/*.log"} {
-		m, _ := filepath.Glob(filepath.Join(f.Dir, pattern))
-		logs = append(logs, m...)
-	}
-	for _, l := range logs {
-		data, _ := os.ReadFile(l)
-		if len(data) > 3000 {
-			data = data[len(data)-3000:]
-		}
-		t.Logf("--- tail of %s:\n%s", l, data)
-	}
+	fleettest.DumpLogs(t, f.Dir, 3000, "logs/regent-*.log", "cluster1/node/logs/*.log",
+		"cluster1/logs/kube-controller-manager.log", "cluster1/node/pod-logs/*/*/*.log")
 }
 
 // installHub applies deploy/hub to the fleet's hub as a user does and returns the arguments of

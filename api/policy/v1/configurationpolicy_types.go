@@ -73,7 +73,8 @@ type EvaluationInterval struct {
 	NonCompliant string `json:"noncompliant,omitempty"`
 }
 
-// CustomMessage holds Go templates for the compliance message; accepted for OCM compatibility.
+// CustomMessage holds Go templates for the message of compliance events, one per compliance
+// state, rendered over .DefaultMessage and .Policy (with each related object in full).
 type CustomMessage struct {
 	// +optional
 	Compliant string `json:"compliant,omitempty"`
@@ -101,7 +102,9 @@ type ObjectTemplate struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	ObjectDefinition runtime.RawExtension `json:"objectDefinition"`
 
-	// RecordDiff says where to record the difference between template and object.
+	// RecordDiff says where to record the difference between template and object: InStatus
+	// (relatedObjects[].properties.diff; the default except for ConfigMaps and Secrets, which are
+	// censored), Log, or None. A Secret's difference is never recorded in the status.
 	// +optional
 	RecordDiff RecordDiff `json:"recordDiff,omitempty"`
 
@@ -139,8 +142,9 @@ type ConfigurationPolicySpec struct {
 	// +optional
 	ObjectTemplates []*ObjectTemplate `json:"object-templates,omitempty"`
 
-	// ObjectTemplatesRaw is a Go template producing object-templates as YAML. Regent accepts it
-	// and reports it as unsupported in the status.
+	// ObjectTemplatesRaw is a Go template producing object-templates as YAML: its managed-cluster
+	// templates are resolved, then it is parsed as the object-templates. It excludes
+	// object-templates.
 	// +optional
 	ObjectTemplatesRaw string `json:"object-templates-raw,omitempty"`
 }

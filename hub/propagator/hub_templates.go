@@ -1,0 +1,227 @@
+package propagator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/templates"
+)
+
+// hubTemplatesAnnotation on a replica built from hub templates holds the SpecHash of the root's
+// spec it was resolved from, then that of the resolved spec. The first is what the rollout
+// compares (every cluster's replica carries "this version of the root" although each differs);
+// the second makes a change of what the templates read a new write.
+const hubTemplatesAnnotation = "regent.dev/hub-templates-hash"
+
+// hasHubTemplates says whether root's replicas must be resolved per cluster.
+func hasHubTemplates(root *policyv1.Policy) bool {
+	if strings.EqualFold(root.Annotations[templates.DisableAnnotation], "true") {
+		return false
+	}
+	for _, t := range root.Spec.PolicyTemplates {
+		if t != nil && templates.HasTemplates(t.ObjectDefinition.Raw, true) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveHubTemplates returns spec with the hub templates of its policy templates resolved for
+// cluster. Templates read only the root's namespace, as OCM allows.
+func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec) (*policyv1.PolicySpec, error) {
+	// Unstructured: the hub's scheme does not carry ManagedCluster.
+	mc := &unstructured.Unstructured{}
+	mc.SetGroupVersionKind(clusterv1.SchemeGroupVersion.WithKind("ManagedCluster"))
+	// .ManagedClusterLabels: a relabelled cluster re-propagates the roots with hub templates.
+	if r.templateWatches != nil {
+		if err := r.templateWatches.ensure(mc.GroupVersionKind(), client.ObjectKeyFromObject(root)); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read ManagedCluster %s for hub templates: %w", cluster, err)
+	}
+	cfg := templates.Config{
+		Hub:       true,
+		Namespace: root.Namespace,
+		Reader:    &hubReader{r: r, root: client.ObjectKeyFromObject(root)},
+		Data: map[string]any{
+			"ManagedClusterName":   cluster,
+			"ManagedClusterLabels": mc.GetLabels(),
+			"PolicyMetadata": map[string]any{
+				"name": root.Name, "namespace": root.Namespace, "labels": root.Labels, "annotations": root.Annotations,
+			},
+		},
+	}
+	out := spec.DeepCopy()
+	for i, t := range out.PolicyTemplates {
+		if t == nil || !templates.HasTemplates(t.ObjectDefinition.Raw, true) {
+			continue
+		}
+		raw, err := templates.ResolveJSON(ctx, t.ObjectDefinition.Raw, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("policy-templates[%d]: %w", i, err)
+		}
+		out.PolicyTemplates[i].ObjectDefinition.Raw = raw
+	}
+	return out, nil
+}
+
+// writeTemplatedSpec is writeSpec for a root with hub templates: the replica carries the spec
+// resolved for its cluster, and is current when both hashes of hubTemplatesAnnotation are.
+// A template that does not resolve leaves the replica as it is; the error is the cluster's
+// write failure, which the root reports.
+func (r *Reconciler) writeTemplatedSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+	resolved, err := r.resolveHubTemplates(ctx, root, cluster, spec)
+	if err != nil {
+		return fmt.Errorf("hub templates of %s/%s for cluster %s: %w", root.Namespace, root.Name, cluster, err)
+	}
+	want := newReplica(root, cluster, resolved)
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	want.Annotations[hubTemplatesAnnotation] = hash + "." + SpecHash(resolved)
+	if existing != nil && mapsEqual(existing.Labels, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
+		return nil
+	}
+	if existing == nil {
+		if err := r.Client.Create(ctx, want); err != nil {
+			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
+		}
+		r.expect.wrote(replicaKey(root, cluster), "", want.ResourceVersion)
+		writes.WithLabelValues("create", "policies").Inc()
+		return nil
+	}
+	want.ResourceVersion = existing.ResourceVersion
+	want.Status = existing.Status
+	if err := r.Client.Update(ctx, want); err != nil {
+		return fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
+	}
+	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
+	writes.WithLabelValues("update", "policies").Inc()
+	return nil
+}
+
+// templatedHash is the root-spec hash a replica built from hub templates records, if it is one.
+func templatedHash(rep *policyv1.Policy) (string, bool) {
+	v, ok := rep.Annotations[hubTemplatesAnnotation]
+	if !ok {
+		return "", false
+	}
+	unresolved, _, _ := strings.Cut(v, ".")
+	return unresolved, true
+}
+
+// hubReader reads for hub templates through the hub's cache, and watches each kind read so a
+// change of an object a root's templates read re-propagates that root.
+type hubReader struct {
+	r    *Reconciler
+	root types.NamespacedName
+}
+
+func (h *hubReader) gvk(apiVersion, kind string) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	gvk := gv.WithKind(kind)
+	if h.r.templateWatches != nil {
+		if err := h.r.templateWatches.ensure(gvk, h.root); err != nil {
+			return gvk, err
+		}
+	}
+	return gvk, nil
+}
+
+func (h *hubReader) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	gvk, err := h.gvk(apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	if err := h.r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return obj, nil
+}
+
+func (h *hubReader) List(ctx context.Context, apiVersion, kind, namespace, selector string) ([]unstructured.Unstructured, error) {
+	gvk, err := h.gvk(apiVersion, kind)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("label selector %q: %w", selector, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(kind + "List"))
+	if err := h.r.Reader.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// templateWatches starts one watch per kind hub templates read, on first use, and maps an event
+// to the roots of the object's namespace whose templates read that kind. Only kinds templates
+// read are cached, never every Secret of the hub up front.
+type templateWatches struct {
+	mu         sync.Mutex
+	cache      cache.Cache
+	controller controller.Controller
+	started    map[schema.GroupVersionKind]bool
+	// readers holds, by kind and namespace, the roots whose templates read it.
+	readers map[schema.GroupVersionKind]map[types.NamespacedName]bool
+}
+
+func (w *templateWatches) ensure(gvk schema.GroupVersionKind, root types.NamespacedName) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.readers[gvk] == nil {
+		w.readers[gvk] = map[types.NamespacedName]bool{}
+	}
+	w.readers[gvk][root] = true
+	if w.started[gvk] {
+		return nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	toRoots := func(_ context.Context, o client.Object) []reconcile.Request {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		var out []reconcile.Request
+		for root := range w.readers[gvk] {
+			// Templates read only their root's namespace; a cluster-scoped kind read is the
+			// ManagedCluster, which concerns every root that reads it.
+			if o.GetNamespace() == "" || root.Namespace == o.GetNamespace() {
+				out = append(out, reconcile.Request{NamespacedName: root})
+			}
+		}
+		return out
+	}
+	if err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(toRoots))); err != nil {
+		return fmt.Errorf("watch %s for hub templates: %w", gvk, err)
+	}
+	w.started[gvk] = true
+	return nil
+}

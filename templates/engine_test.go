@@ -1,0 +1,72 @@
+package templates
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// objects is a Reader over fixed objects: the engine's text handling is the subject here; the
+// reads against a real apiserver are tested by the controllers that use the engine.
+type objects map[string]*unstructured.Unstructured
+
+func (o objects) Get(_ context.Context, _, kind, namespace, name string) (*unstructured.Unstructured, error) {
+	return o[kind+"/"+namespace+"/"+name], nil
+}
+
+func (o objects) List(context.Context, string, string, string, string) ([]unstructured.Unstructured, error) {
+	return nil, nil
+}
+
+func configMap(ns, name string, data map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": ns, "name": name}, "data": data}}
+}
+
+func TestResolveJSON(t *testing.T) {
+	r := objects{"ConfigMap/ns/cm": configMap("ns", "cm", map[string]any{"script": "a\nb\n", "n": "7", "flag": "true"})}
+	cases := []struct{ name, in, want string }{
+		{"autoindent", `{"data":{"script":"{{ fromConfigMap \"ns\" \"cm\" \"script\" | autoindent }}\n"}}`, `{"data":{"script":"a\nb\n"}}`},
+		{"toInt", `{"spec":{"replicas":"{{ fromConfigMap \"ns\" \"cm\" \"n\" | toInt }}"}}`, `{"spec":{"replicas":7}}`},
+		{"toBool", `{"spec":{"paused":"{{ fromConfigMap \"ns\" \"cm\" \"flag\" | toBool }}"}}`, `{"spec":{"paused":true}}`},
+		{"copyConfigMapData", `{"data":"{{ copyConfigMapData \"ns\" \"cm\" }}"}`, `{"data":{"flag":"true","n":"7","script":"a\nb\n"}}`},
+		{"untouched hub text", `{"data":{"v":"{{hub .ManagedClusterName hub}}"}}`, ``},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResolveJSON(context.Background(), []byte(tc.in), Config{Reader: r})
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("a hub template resolved on the spoke: %s", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHubTemplatesReadOnlyTheRootNamespace(t *testing.T) {
+	r := objects{"ConfigMap/root/cm": configMap("root", "cm", map[string]any{"k": "v"}),
+		"ConfigMap/other/cm": configMap("other", "cm", map[string]any{"k": "v"})}
+	cfg := Config{Hub: true, Reader: r, Namespace: "root", Data: map[string]any{"ManagedClusterName": "c1"}}
+	got, err := ResolveText(context.Background(), `{{hub fromConfigMap "root" "cm" "k" hub}}-{{hub .ManagedClusterName hub}}-{{ spoke }}`, cfg)
+	if err != nil || got != "v-c1-{{ spoke }}" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := ResolveText(context.Background(), `{{hub fromSecret "root" "s" "k" hub}}`, cfg); err == nil || !strings.Contains(err.Error(), "encrypt") {
+		t.Errorf("a hub Secret value would reach a replica in clear: err = %v", err)
+	}
+	for _, text := range []string{`{{hub fromConfigMap "other" "cm" "k" hub}}`, `{{hub (lookup "v1" "Namespace" "" "root").metadata hub}}`} {
+		if _, err := ResolveText(context.Background(), text, cfg); err == nil || !strings.Contains(err.Error(), "root") {
+			t.Errorf("%s: err = %v, want a refusal naming the allowed namespace", text, err)
+		}
+	}
+}
