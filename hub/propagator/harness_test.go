@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -52,6 +53,9 @@ type env struct {
 	ns     string
 	stop   func()
 	stopMu sync.Mutex
+	// staleDepth is the root-policy queue depth stopped hubs left in the process-wide gauge: a
+	// manager stopped with an item queued never takes it out, so idleness is measured above it.
+	staleDepth float64
 }
 
 func newEnv(t *testing.T) *env {
@@ -83,11 +87,18 @@ func (e *env) startHub() {
 // startHubWith starts a hub manager with opts; metrics are off.
 func (e *env) startHubWith(opts hub.Options) {
 	e.t.Helper()
+	e.startHubOn(hubCluster.Config, opts)
+}
+
+// startHubOn starts a hub manager talking through cfg.
+func (e *env) startHubOn(cfg *rest.Config, opts hub.Options) {
+	e.t.Helper()
 	opts.MetricsBindAddress = "0"
-	mgr, err := hub.NewManager(hubCluster.Config, opts)
+	mgr, err := hub.NewManager(cfg, opts)
 	if err != nil {
 		e.t.Fatalf("hub manager: %v", err)
 	}
+	e.staleDepth = controllerMetric("workqueue_depth", "name")
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() {

@@ -75,26 +75,6 @@ func (q *requests) matching(parts ...string) []string {
 
 func (q *requests) all() []string { return q.matching() }
 
-// startHubOn starts a hub manager talking through cfg.
-func (e *env) startHubOn(cfg *rest.Config) {
-	e.t.Helper()
-	mgr, err := hub.NewManager(cfg, hub.Options{MetricsBindAddress: "0"})
-	if err != nil {
-		e.t.Fatalf("hub manager: %v", err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			e.t.Errorf("hub manager: %v", err)
-		}
-	}()
-	e.stopMu.Lock()
-	e.stop = func() { cancel(); <-done }
-	e.stopMu.Unlock()
-}
-
 // controllerMetric sums a controller-runtime metric of the root-policy controller.
 func controllerMetric(name, label string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
@@ -137,7 +117,7 @@ func (e *env) awaitIdle(reconciles float64, n int) {
 	e.t.Helper()
 	e.eventually("hub idle", func() (bool, string) {
 		done := controllerMetric("controller_runtime_reconcile_total", "controller") - reconciles
-		depth := controllerMetric("workqueue_depth", "name")
+		depth := controllerMetric("workqueue_depth", "name") - e.staleDepth
 		active := controllerMetric("controller_runtime_active_workers", "controller")
 		return done >= float64(n) && depth == 0 && active == 0,
 			fmt.Sprintf("%v reconciles, queue %v, active %v", done, depth, active)
@@ -155,7 +135,7 @@ func TestHubWrites_OneRequestPerReplica(t *testing.T) {
 	e.bind("b", "pl", policySubject("all"), policySubject("prog"))
 	e.decide("pl", 0, "", clusters...)
 	var q requests
-	e.startHubOn(q.config())
+	e.startHubOn(q.config(), hub.Options{})
 	e.eventually("rollouts recorded", func() (bool, string) {
 		a, p := e.root("all"), e.root("prog")
 		return len(withStatus(a, policyv1.RolloutProgressing)) == 3 && len(withStatus(p, policyv1.RolloutProgressing)) == 1 &&
@@ -250,7 +230,7 @@ func TestHubWrites_RestartOnASettledFleetWritesNothing(t *testing.T) {
 
 	var q requests
 	before = controllerMetric("controller_runtime_reconcile_total", "controller")
-	e.startHubOn(q.config())
+	e.startHubOn(q.config(), hub.Options{})
 	e.awaitIdle(before, 3)
 	if w := q.all(); len(w) != 0 {
 		t.Errorf("a restart with nothing changed wrote %d times: %v", len(w), w)
