@@ -124,7 +124,9 @@ func templatedHash(rep *policyv1.Policy) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	unresolved, _, _ := strings.Cut(v, ".")
+	// Both hashes start with specHashPrefix, which has dots of its own: cut where the second
+	// one starts, not at the first dot.
+	unresolved, _, _ := strings.Cut(v, "."+specHashPrefix)
 	return unresolved, true
 }
 

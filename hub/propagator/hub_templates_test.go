@@ -92,6 +92,13 @@ func TestHubTemplates_ResolvedPerClusterFromTheRootNamespaceAndFollowTheirSource
 		r := e.root("p")
 		return len(r.Status.Status) == 2, fmt.Sprintf("status %+v", r.Status)
 	})
+	// A cluster's answer about its resolved replica is an answer about the root's current version:
+	// the rollout to that cluster succeeds.
+	e.answer("p", c1, policyv1.Compliant)
+	e.eventually("c1's rollout succeeded", func() (bool, string) {
+		r := e.root("p")
+		return fmt.Sprint(withStatus(r, policyv1.RolloutSucceeded)) == fmt.Sprint([]string{c1}), fmt.Sprintf("statuses %v", statuses(r))
+	})
 
 	// A change of the ConfigMap the templates read re-propagates.
 	fleettest.Edit(t, e.c, source, func(cm *corev1.ConfigMap) { cm.Data["region-a"] = "north" })
