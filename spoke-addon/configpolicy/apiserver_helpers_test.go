@@ -24,6 +24,7 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 )
 
 // evaluationLog records the evaluations the controller finished, so a test can wait for "the
@@ -146,7 +147,7 @@ func state(t testing.TB, c client.Client, ns, name string, want policyv1.Complia
 		if p.Status.ComplianceState != want || p.Status.LastEvaluatedGeneration != p.Generation {
 			return false
 		}
-		msg := complianceMessage(p.Status)
+		msg := compliancemessage.Of(p.Status)
 		for _, part := range parts {
 			if !strings.Contains(msg, part) {
 				return false

@@ -13,6 +13,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 )
 
 // policyYAML is a ConfigurationPolicy in ns with the given remediation and YAML body under spec.
@@ -200,8 +201,8 @@ object-templates:
   objectDefinition: {apiVersion: v1, kind: ConfigMap, metadata: {name: marker}}`))
 		state(t, c, "selector", "wild", policyv1.NonCompliant, "configmaps [marker] not found in namespace sel-a", "configmaps [marker] not found in namespace sel-b")
 		p := state(t, c, "selector", "wild", policyv1.NonCompliant)
-		if strings.Contains(complianceMessage(p.Status), "sel-c") {
-			t.Errorf("excluded namespace in message: %s", complianceMessage(p.Status))
+		if strings.Contains(compliancemessage.Of(p.Status), "sel-c") {
+			t.Errorf("excluded namespace in message: %s", compliancemessage.Of(p.Status))
 		}
 		apply(t, c, policyYAML("selector", "labels", "enforce", `
 namespaceSelector:

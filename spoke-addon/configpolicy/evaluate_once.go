@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 )
 
 // EvaluateOnce evaluates p once against the cluster c serves, with the controller's own
@@ -22,5 +23,5 @@ func EvaluateOnce(ctx context.Context, p *policyv1.ConfigurationPolicy, c client
 		return policyv1.ConfigurationPolicyStatus{}, "", err
 	}
 	st := buildStatus(p.Status, out, p.Generation, now)
-	return st, complianceMessage(st), nil
+	return st, compliancemessage.Of(st), nil
 }

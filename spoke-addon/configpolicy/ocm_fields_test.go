@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -251,6 +252,45 @@ object-templates:
 		apply(t, c, policyYAML("custom", "msg", "inform", body(`{{ .DefaultMessage `)))
 		state(t, c, "custom", "msg", policyv1.NonCompliant)
 		eventNote(t, c, "custom", "msg", "NonCompliant; violation - configmaps [app] found but not as specified in namespace custom; failure processing the custom message: failed to parse custom template:")
+	})
+
+	t.Run("CustomMessage_IsWhatTheHubReads", func(t *testing.T) {
+		// Template sync serves cluster1, which an earlier subtest may have made.
+		if err := c.Get(context.Background(), types.NamespacedName{Name: "cluster1"}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+			namespace(t, c, "cluster1", nil)
+		}
+		namespace(t, c, "custom-hub", nil)
+		apply(t, c, configMap("custom-hub", "app", "{mode: lax}"))
+		apply(t, c, `apiVersion: policy.open-cluster-management.io/v1
+kind: Policy
+metadata: {name: custom-hub, namespace: cluster1}
+spec:
+  disabled: false
+  policy-templates:
+  - objectDefinition:
+      apiVersion: policy.open-cluster-management.io/v1
+      kind: ConfigurationPolicy
+      metadata: {name: custom-hub}
+      spec:
+        remediationAction: inform
+        customMessage:
+          noncompliant: '{{ range .Policy.status.relatedObjects }}{{ .object.metadata.name }} runs {{ .object.data.mode }}{{ end }}'
+        object-templates:
+        - complianceType: musthave
+          objectDefinition: {apiVersion: v1, kind: ConfigMap, metadata: {name: app, namespace: custom-hub}, data: {mode: strict}}`)
+		var last string
+		eventually(t, "the policy's history shows the custom message", func() bool {
+			p := &policyv1.Policy{}
+			if err := c.Get(context.Background(), types.NamespacedName{Namespace: "cluster1", Name: "custom-hub"}, p); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range p.Status.Details {
+				if d != nil && len(d.History) > 0 {
+					last = d.History[0].Message
+				}
+			}
+			return last == "NonCompliant; app runs lax"
+		})
 	})
 }
 

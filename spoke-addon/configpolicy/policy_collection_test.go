@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 	"regent.dev/regent/test/corpora"
 )
 
@@ -88,10 +89,10 @@ func testPolicyCollection(t *testing.T, c client.Client) {
 				t.Errorf("%s: template %d has no message: %+v", source, i, d)
 			}
 		}
-		t.Logf("%s: %s", source, complianceMessage(p.Status))
+		t.Logf("%s: %s", source, compliancemessage.Of(p.Status))
 	}
 	scc := waitForPolicy(t, c, "collection", "policy-scc-example", "evaluated", func(p *policyv1.ConfigurationPolicy) bool { return p.Status.ComplianceState != "" })
-	if msg := complianceMessage(scc.Status); scc.Status.ComplianceState != policyv1.NonCompliant || !strings.Contains(msg, "couldn't find mapping resource with kind SecurityContextConstraints") {
+	if msg := compliancemessage.Of(scc.Status); scc.Status.ComplianceState != policyv1.NonCompliant || !strings.Contains(msg, "couldn't find mapping resource with kind SecurityContextConstraints") {
 		t.Errorf("SecurityContextConstraints policy: %s", msg)
 	}
 }
@@ -117,7 +118,7 @@ func testPolicyCollectionEnforced(t *testing.T, c client.Client) {
 			t.Fatalf("%s: %v", source, err)
 		}
 		p := state(t, c, "collection-enforced", obj.GetName(), policyv1.Compliant, "found as specified")
-		t.Logf("%s: %s", source, complianceMessage(p.Status))
+		t.Logf("%s: %s", source, compliancemessage.Of(p.Status))
 	}
 	if len(want) > 0 {
 		t.Errorf("policy-collection no longer has %v", want)

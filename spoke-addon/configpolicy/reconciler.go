@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 )
 
 // Reconciler evaluates ConfigurationPolicies. Build it with SetupWithManager.
@@ -89,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.observed(req.NamespacedName, true)
 	// Every status change is news to the Policy's history, as in OCM: a new compliance, a new
 	// message or a new spec (customMessage included) evaluated.
-	r.recordTransition(customMessage(ctx, r.eval.reader, p), p)
+	r.recordTransition(compliancemessage.Render(ctx, r.eval.reader, p), p)
 	return result, nil
 }
 

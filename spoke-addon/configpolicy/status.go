@@ -2,7 +2,6 @@ package configpolicy
 
 import (
 	"reflect"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,16 +66,4 @@ func buildStatus(old policyv1.ConfigurationPolicyStatus, out policyOutcome, gene
 func statusUnchanged(old, next policyv1.ConfigurationPolicyStatus) bool {
 	next.LastEvaluated = old.LastEvaluated
 	return reflect.DeepEqual(old, next)
-}
-
-// complianceMessage is OCM's one-line summary of a status, the message of compliance events:
-// "NonCompliant; violation - <template message>; notification - <template message>".
-func complianceMessage(st policyv1.ConfigurationPolicyStatus) string {
-	parts := []string{string(st.ComplianceState)}
-	for _, d := range st.CompliancyDetails {
-		for _, c := range d.Conditions {
-			parts = append(parts, c.Type+" - "+c.Message)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

@@ -16,6 +16,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 	"regent.dev/regent/templates"
 	"regent.dev/regent/test/corpora"
 )
@@ -83,7 +84,7 @@ func TestPolicyCollectionTemplates(t *testing.T) {
 		p := waitForPolicy(t, c, "collection-templates", obj.GetName(), "evaluated", func(p *policyv1.ConfigurationPolicy) bool {
 			return p.Status.ComplianceState != "" && p.Status.LastEvaluatedGeneration == p.Generation
 		})
-		msg := complianceMessage(p.Status)
+		msg := compliancemessage.Of(p.Status)
 		if strings.Contains(msg, "failed to parse") || strings.Contains(msg, "not defined") || strings.Contains(msg, "does not render") {
 			t.Logf("not understood: %s: %s", obj.GetName(), msg)
 			continue

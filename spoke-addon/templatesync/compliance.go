@@ -1,12 +1,16 @@
 package templatesync
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 )
 
 // aggregate folds template compliance into the policy's with OCM's precedence:
@@ -53,6 +57,20 @@ func evaluatedCurrent(obj *unstructured.Unstructured) bool {
 	}
 	_, ok := complianceOf(obj)
 	return ok
+}
+
+// customMessage is, for a ConfigurationPolicy whose spec.customMessage has a template for its
+// state, the message its compliance events carry: OCM's hub history shows what those events
+// say, so the hub reads the user's message, not the default summary.
+func customMessage(ctx context.Context, reader client.Reader, obj *unstructured.Unstructured) (string, bool) {
+	if obj.GroupVersionKind() != policyv1.GroupVersion.WithKind("ConfigurationPolicy") {
+		return "", false
+	}
+	p := &policyv1.ConfigurationPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, p); err != nil || !compliancemessage.HasCustom(p) {
+		return "", false
+	}
+	return compliancemessage.Render(ctx, reader, p), true
 }
 
 // statusMessage summarises what a template's controller said about it.

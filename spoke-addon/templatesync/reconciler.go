@@ -201,6 +201,9 @@ func (r *Reconciler) applyTemplate(ctx context.Context, p *policyv1.Policy, tmpl
 	}
 	res.state, _ = complianceOf(current)
 	res.message = statusMessage(current, res.state)
+	if msg, ok := customMessage(ctx, r.Client, current); ok {
+		res.message = msg
+	}
 	if res.state, res.message, err = r.withViolations(ctx, current, res.state, res.message); err != nil {
 		return res, deps, obj, err
 	}

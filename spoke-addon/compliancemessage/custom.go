@@ -1,9 +1,13 @@
-package configpolicy
+// Package compliancemessage writes the one-line compliance message of a ConfigurationPolicy as
+// OCM's config-policy-controller does for its events, custom messages included. The controller
+// that evaluates the policy and template sync, which reports it to the hub, both say the same.
+package compliancemessage
 
 import (
 	"context"
 	"strings"
 	gotemplate "text/template"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,17 +16,41 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
-// customMessage is the compliance message of p's events: OCM's default one-line summary or, when
+// readTimeout bounds a related object's read; one that does not come keeps its identity only.
+const readTimeout = 30 * time.Second
+
+// HasCustom says whether spec.customMessage has a template for p's current state.
+func HasCustom(p *policyv1.ConfigurationPolicy) bool {
+	return strings.TrimSpace(customText(p)) != ""
+}
+
+func customText(p *policyv1.ConfigurationPolicy) string {
+	if p.Status.ComplianceState == policyv1.Compliant {
+		return p.Spec.CustomMessage.Compliant
+	}
+	return p.Spec.CustomMessage.NonCompliant
+}
+
+// Of is OCM's one-line summary of a status, the message of compliance events:
+// "NonCompliant; violation - <template message>; notification - <template message>".
+func Of(st policyv1.ConfigurationPolicyStatus) string {
+	parts := []string{string(st.ComplianceState)}
+	for _, d := range st.CompliancyDetails {
+		for _, c := range d.Conditions {
+			parts = append(parts, c.Type+" - "+c.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Render is the compliance message of p's events: OCM's default one-line summary or, when
 // spec.customMessage has a template for the current state, that template rendered over
 // .DefaultMessage and .Policy (the policy as a map, each status.relatedObjects[].object the full
 // object as the cache holds it). A template that fails keeps the default message and says why,
 // so the compliance never goes unreported.
-func customMessage(ctx context.Context, reader client.Reader, p *policyv1.ConfigurationPolicy) string {
-	def := complianceMessage(p.Status)
-	text := p.Spec.CustomMessage.NonCompliant
-	if p.Status.ComplianceState == policyv1.Compliant {
-		text = p.Spec.CustomMessage.Compliant
-	}
+func Render(ctx context.Context, reader client.Reader, p *policyv1.ConfigurationPolicy) string {
+	def := Of(p.Status)
+	text := customText(p)
 	if strings.TrimSpace(text) == "" {
 		return def
 	}
