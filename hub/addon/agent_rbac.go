@@ -57,7 +57,8 @@ func agentCoreRole() *rbacv1.ClusterRole {
 }
 
 // policyServerNamespaceRole is what the admission policy controller does in the policy servers'
-// namespace: their StatefulSets and leader Deployments, Services, claims, NetworkPolicies, ServiceAccounts, Roles and
+// namespace: their StatefulSets and leader Deployments, Services, claims, NetworkPolicies,
+// PodDisruptionBudgets, ServiceAccounts, Roles and
 // bindings, serving and signing Secrets, CA bundle ConfigMaps and replica Leases; it deletes a
 // replica's pod whose cache volume is stale. Secrets and workloads stay writable there only: a
 // cluster-wide Secret or StatefulSet write would let it act as any ServiceAccount.
@@ -67,6 +68,7 @@ func policyServerNamespaceRole() *rbacv1.Role {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: allVerbs},
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: allVerbs},
+		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: allVerbs},
 		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: allVerbs},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: allVerbs},
 	})

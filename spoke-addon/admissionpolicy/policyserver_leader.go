@@ -75,7 +75,7 @@ func (r *policyServerReconciler) applyLeaderWorkload(ctx context.Context, ps *ku
 	}); err != nil {
 		return err
 	}
-	return r.ensure(ctx, ps, &appsv1.Deployment{ObjectMeta: r.meta(leaderWorkloadName(ps.Name), selector)}, func(o client.Object) {
+	return r.ensure(ctx, ps, &appsv1.Deployment{ObjectMeta: r.meta(leaderWorkloadName(ps.Name), workloadLabels(ps, selector))}, func(o client.Object) {
 		d := o.(*appsv1.Deployment)
 		d.Spec.Replicas = ptr.To[int32](1)
 		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}

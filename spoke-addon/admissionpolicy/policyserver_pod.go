@@ -141,7 +141,9 @@ func policyServerArgs(ps *kubewardenv1.PolicyServer, namespace, role string) []s
 // statefulSetPod runs `regent policy-server --lifecycle --role=replica` (policyServerArgs):
 // the signed cache is the shared claim, the replica's own claim, or an emptyDir.
 // It runs as the image's non-root user with a read-only root filesystem (Pod Security
-// "restricted"), on the ServiceAccount token the replica reads the API with.
+// "restricted"), on the ServiceAccount token the replica reads the API with. What the
+// PolicyServer's Kubewarden fields ask (labels, annotations, env, security contexts,
+// scheduling, imagePullSecret) is applied over it (applyUserSettings).
 func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[string]string) corev1.PodTemplateSpec {
 	https := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt32(ServicePort), Scheme: corev1.URISchemeHTTPS}}
 	volumes := []corev1.Volume{
@@ -159,8 +161,8 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 	default:
 		// The StatefulSet's claim template "cache" gives each replica its own volume.
 	}
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+	pod := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(ps, labels)},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: serviceAccountOf(ps),
 			// The replica reads revisions and Leases with this token: mounted whatever the
@@ -206,6 +208,8 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			Volumes: volumes,
 		},
 	}
+	applyUserSettings(ps, &pod)
+	return pod
 }
 
 // replaceStalePods deletes, one at a time and only while every other replica is Ready, a pod

@@ -31,7 +31,7 @@ func headlessName(ps string) string      { return serverObjectName(ps) + "-repli
 func cacheClaimName(ps string) string    { return serverObjectName(ps) + "-cache" }
 
 // policyServerReconciler turns a PolicyServer into its StatefulSet, leader Deployment, Services,
-// NetworkPolicies, cache claim, Secrets, ServiceAccounts and RBAC, all owned by it so deleting it
+// NetworkPolicies, PodDisruptionBudget, cache claim, Secrets, ServiceAccounts and RBAC, all owned by it so deleting it
 // removes them.
 type policyServerReconciler struct {
 	client        client.Client
@@ -98,6 +98,9 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	selector := map[string]string{AppNameLabel: AppName, kubewardenv1.PolicyServerLabel: ps.Name}
 	port := corev1.ServicePort{Name: "https", Port: ServicePort, TargetPort: intstr.FromInt32(ServicePort), Protocol: corev1.ProtocolTCP}
 	metricsPort := corev1.ServicePort{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP}
+	if ps.Spec.MetricsPort != nil {
+		metricsPort.Port = *ps.Spec.MetricsPort // Kubewarden's metricsPort: the Service's, not the pods'
+	}
 
 	// The NetworkPolicy first, so no pod of the StatefulSet runs unprotected.
 	if err := r.ensure(ctx, ps, &networkingv1.NetworkPolicy{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
@@ -126,7 +129,7 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	if err := r.replaceForClaims(ctx, name, claims); err != nil {
 		return err
 	}
-	if err := r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, selector)}, func(o client.Object) {
+	if err := r.ensure(ctx, ps, &appsv1.StatefulSet{ObjectMeta: r.meta(name, workloadLabels(ps, selector))}, func(o client.Object) {
 		s := o.(*appsv1.StatefulSet)
 		replicas := ps.Spec.Replicas
 		s.Spec.Replicas = &replicas
@@ -139,6 +142,9 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		return err
 	}
 	if err := r.applyLeaderWorkload(ctx, ps, selector); err != nil {
+		return err
+	}
+	if err := r.applyDisruptionBudget(ctx, ps, selector); err != nil {
 		return err
 	}
 	return r.replaceStalePods(ctx, ps, selector)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -220,7 +221,9 @@ func fromRegistry(ctx context.Context, ref string, opts Options) ([]byte, error)
 		return nil, err
 	}
 	rt := &redirectGuard{next: transport(opts), origin: &url.URL{Scheme: r.Context().Scheme(), Host: r.Context().RegistryStr()}, opts: opts}
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(rt))
+	// Credentials come from the Docker config go-containerregistry finds ($DOCKER_CONFIG): a
+	// PolicyServer's imagePullSecret is mounted there, as Kubewarden does; none is anonymous.
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
 		return nil, err
 	}
