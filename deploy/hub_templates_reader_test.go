@@ -1,0 +1,58 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"regent.dev/regent/fleet/fleettest"
+)
+
+// TestHubTemplatesReader_TheHubMayWatchWhatHubTemplatesRead applies deploy/hub's reader role and
+// asks the apiserver whether the hub's ServiceAccount may list and watch what a policy author's
+// hub templates read (fromConfigMap, fromSecret, lookup of a custom kind) in any namespace: the
+// hub resolves them through watches, and without the grant every hub-templated root fails.
+func TestHubTemplatesReader_TheHubMayWatchWhatHubTemplatesRead(t *testing.T) {
+	kustomization, err := os.ReadFile("hub/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(kustomization), "- hub-templates-reader.yaml") {
+		t.Fatal("deploy/hub/kustomization.yaml does not install hub-templates-reader.yaml")
+	}
+	hub := fleettest.Hub(t)
+	newKubectl(t, hub).apply(t, "deploy/hub/hub-templates-reader.yaml", "-f", "hub/hub-templates-reader.yaml")
+	kube := kubernetes.NewForConfigOrDie(hub.Config)
+	may := func(user, verb, group, resource string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: verb, Group: group, Resource: resource},
+		}}
+		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.Allowed
+	}
+	const hubSA = "system:serviceaccount:regent-system:regent-hub"
+	for _, r := range []struct{ group, resource string }{{"", "configmaps"}, {"", "secrets"}, {"example.com", "widgets"}} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			if !may(hubSA, verb, r.group, r.resource) {
+				t.Errorf("the hub may not %s %s.%s, which hub templates read", verb, r.resource, r.group)
+			}
+		}
+	}
+	// Read only: the grant writes nothing, and is the hub's alone.
+	if may(hubSA, "update", "", "secrets") {
+		t.Error("the hub-templates reader grants update of secrets")
+	}
+	if may("system:serviceaccount:regent-system:someone-else", "list", "", "secrets") {
+		t.Error("the hub-templates reader is bound to more than the hub's ServiceAccount")
+	}
+}
