@@ -194,6 +194,22 @@ func TestPolicyGroup_RealApiserverAdmitsByTheGroupsExpression(t *testing.T) {
 	if err := create(map[string]string{}); err == nil || !strings.Contains(err.Error(), "the group group refuses this config map") {
 		t.Fatalf("team() && !owner() without a team must deny with the group's message, got %v", err)
 	}
+	// An expression calling no member cannot be refused by the CRD (its CEL cannot compile CEL):
+	// the leader refuses it, and the group says why.
+	bad := &kubewardenv1.ClusterAdmissionPolicyGroup{ObjectMeta: metav1.ObjectMeta{Name: "bad-expression"},
+		Spec: groupSpec(ps, "bad", "team() && nope()", map[string]string{"team": requireLabel(t, "team")})}
+	if err := c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, time.Minute, func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(bad), bad); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(bad.Status.Conditions, kubewardenv1.ConditionInitialized)
+		return bad.Status.Phase == kubewardenv1.PhaseFailed && cond != nil && cond.Status == metav1.ConditionFalse &&
+				cond.Reason == lifecycle.ReasonInvalidExpression && strings.Contains(cond.Message, "undeclared reference to 'nope'"),
+			fmt.Sprintf("phase %s, conditions %+v", bad.Status.Phase, bad.Status.Conditions)
+	})
 }
 
 // runGroupServer runs a policy server (leader and replica 0 in one process) for ps as cfg, and
