@@ -27,8 +27,9 @@ type evaluator interface {
 const groupCauseField = "spec.policies."
 
 // CompileGroupExpression checks a group's expression as the policy server will run it: each
-// member a function of no arguments returning bool, the whole a bool. The controller and the
-// leader call it too, so a bad expression is reported before any replica loads it.
+// member a function of no arguments returning bool, the whole a bool. The leader calls it when
+// it prepares a group's revision, so a bad expression is the revision's condition before any
+// replica tries to load it.
 func CompileGroupExpression(expression string, members []string) error {
 	_, _, err := checkGroupExpression(expression, members)
 	return err
