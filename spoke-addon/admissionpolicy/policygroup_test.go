@@ -2,6 +2,7 @@ package admissionpolicy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -250,4 +251,53 @@ func runGroupServer(t *testing.T, cfg *rest.Config, ps string) (string, []byte) 
 		}
 	})
 	return ln.Addr().String(), certs.CAPEM
+}
+
+// An AdmissionPolicyGroup's webhook sees only its own namespace, whatever its selector says, as an
+// AdmissionPolicy's does; its revision holds the whole group, members and expression included.
+func TestPolicyGroup_NamespacedGroupsWebhookSeesOnlyItsNamespace(t *testing.T) {
+	hub := fleettest.Hub(t)
+	c := startController(t, hub.Config)
+	ctx := context.Background()
+	const ps = "ns-groups"
+	liveLeases(t, c, ps, 0)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := groupSpec(ps, "ns", "a()", map[string]string{"a": "file:///a.rego"})
+	spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}
+	g := &kubewardenv1.AdmissionPolicyGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "only-here"}, Spec: spec}
+	if err := c.Create(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	ref := kubewardenv1.PolicyReference{Kind: kubewardenv1.KindAdmissionPolicyGroup, Namespace: "team-a", Name: "only-here"}
+	report(t, c, ref.RevisionName(1), append(readyOn(metav1.ConditionTrue, 0), initializedTrue())...)
+
+	rev := &kubewardenv1.PolicyRevision{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: ref.RevisionName(1)}, rev); err != nil {
+		t.Fatal(err)
+	}
+	var held kubewardenv1.PolicyGroupSpec
+	if err := json.Unmarshal(rev.Spec.Data.Raw, &held); err != nil || held.Expression != "a()" || held.Policies["a"].Module != "file:///a.rego" {
+		t.Fatalf("the revision does not hold the group: %s (%v)", rev.Spec.Data.Raw, err)
+	}
+	w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	fleettest.Eventually(t, time.Minute, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Name: webhookName(ref.ServerPolicyName())}, w)
+		return err == nil, fmt.Sprintf("no webhook configuration: %v", err)
+	})
+	sel := w.Webhooks[0].NamespaceSelector
+	if sel == nil || sel.MatchLabels[namespaceNameLabel] != "team-a" || sel.MatchLabels["tier"] != "web" {
+		t.Fatalf("the webhook's namespaceSelector %+v does not pin it to team-a (keeping tier=web)", sel)
+	}
+	if got := *w.Webhooks[0].ClientConfig.URL; !strings.HasSuffix(got, "/validate/group.namespaced.team-a.only-here/1") {
+		t.Fatalf("the webhook calls %q", got)
+	}
+	fleettest.Eventually(t, time.Minute, func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(g), g); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(g.Status.Conditions, kubewardenv1.ConditionPolicyActive)
+		return cond != nil && cond.Status == metav1.ConditionTrue, fmt.Sprintf("conditions %+v", g.Status.Conditions)
+	})
 }
