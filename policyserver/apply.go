@@ -69,6 +69,14 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 	if err != nil {
 		return nil, err
 	}
+	if pc.isGroup() {
+		g, err := s.loadGroup(ctx, name, pc)
+		if err != nil {
+			return nil, err
+		}
+		return &servedPolicy{evaluator: g, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
+			report: reportRef(name, pc, mode), stopInventory: func() {}}, nil
+	}
 	spec, err := pc.spec(ctx, name)
 	if err != nil {
 		return nil, err
@@ -82,7 +90,7 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 		stopInventory()
 		return nil, err
 	}
-	return &servedPolicy{Policy: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
+	return &servedPolicy{evaluator: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue),
 		report: reportRef(name, pc, mode), message: pc.Message, stopInventory: stopInventory}, nil
 }
 

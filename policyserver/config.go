@@ -66,7 +66,16 @@ type PolicyConfig struct {
 	// ReportAs is the policy the answers are reported under: a revision's ClusterAdmissionPolicy
 	// or AdmissionPolicy. Unset, a policy of a file is a cluster-wide policy named as in the file.
 	ReportAs *reports.PolicyRef `json:"-"`
+
+	// Policies, Expression: a policy group (Kubewarden's policy groups): the members by name,
+	// each configured as a policy, and the CEL expression calling them that decides. The group's
+	// Message is its rejection message; Module and the fields about one module are unused.
+	Policies   map[string]PolicyConfig `json:"policies,omitempty"`
+	Expression string                  `json:"expression,omitempty"`
 }
+
+// isGroup tells a policy group from a policy.
+func (p PolicyConfig) isGroup() bool { return p.Expression != "" || len(p.Policies) > 0 }
 
 // Config maps policy names to their configuration.
 type Config map[string]PolicyConfig
@@ -94,6 +103,11 @@ func ReadConfig(path string) (Config, error) {
 func (c Config) resolve(dir string) Config {
 	out := Config{}
 	for name, p := range c {
+		if p.isGroup() {
+			p.Policies = Config(p.Policies).resolve(dir)
+			out[name] = p
+			continue
+		}
 		if p.Module == "" {
 			p.Module = p.URL
 		}
@@ -181,6 +195,22 @@ func (p PolicyConfig) spec(ctx context.Context, name string) (engine.Spec, error
 // fingerprint identifies everything that makes a policy behave as it does, so an unchanged
 // entry of a reloaded file is left alone.
 func (p PolicyConfig) fingerprint() (string, error) {
+	if p.isGroup() {
+		h := sha256.New()
+		b, err := json.Marshal(p)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+		for _, name := range sortedNames(p.Policies) {
+			fp, err := p.Policies[name].fingerprint()
+			if err != nil {
+				return "", fmt.Errorf("member %s: %w", name, err)
+			}
+			h.Write([]byte(fp))
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
 	if strings.Contains(p.Module, "://") {
 		return "", fmt.Errorf("module %s: only local files are supported here", p.Module)
 	}

@@ -42,6 +42,6 @@ func (s *Server) replicateInventory(ctx context.Context, spec *engine.Spec) (sto
 
 // Close unloads the policy and stops replicating its inventory.
 func (p *servedPolicy) Close() {
-	p.Policy.Close()
+	p.evaluator.Close()
 	p.stopInventory()
 }

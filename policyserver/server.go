@@ -28,7 +28,7 @@ const maxReviewBytes = 8 << 20
 
 // servedPolicy is a loaded policy with what the server, not the engine, decides about it.
 type servedPolicy struct {
-	*engine.Policy
+	evaluator
 	name        string
 	mode        PolicyMode
 	fingerprint string
@@ -255,6 +255,12 @@ func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer en
 			code = http.StatusBadRequest
 		}
 		resp := deny(uid, code, answer.Message)
+		for _, c := range answer.Causes {
+			if resp.Result.Details == nil {
+				resp.Result.Details = &metav1.StatusDetails{}
+			}
+			resp.Result.Details.Causes = append(resp.Result.Details.Causes, metav1.StatusCause{Field: c.Field, Message: c.Message})
+		}
 		resp.Warnings = answer.Warnings
 		resp.AuditAnnotations = answer.AuditAnnotations
 		return resp, "rejected"

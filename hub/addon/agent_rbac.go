@@ -44,6 +44,8 @@ func agentCoreRole() *rbacv1.ClusterRole {
 		{APIGroups: []string{"policies.kubewarden.io"}, Verbs: allVerbs,
 			Resources: []string{"clusteradmissionpolicies", "clusteradmissionpolicies/status", "clusteradmissionpolicies/finalizers",
 				"admissionpolicies", "admissionpolicies/status", "admissionpolicies/finalizers",
+				"clusteradmissionpolicygroups", "clusteradmissionpolicygroups/status", "clusteradmissionpolicygroups/finalizers",
+				"admissionpolicygroups", "admissionpolicygroups/status", "admissionpolicygroups/finalizers",
 				"policyservers", "policyservers/status", "policyservers/finalizers", "policyrevisions", "policyrevisions/status"}},
 		{APIGroups: []string{"reports.regent.dev"}, Resources: []string{"resourcereports", "clusterresourcereports"}, Verbs: allVerbs},
 		{APIGroups: []string{"openreports.io"}, Resources: []string{"reports", "clusterreports"}, Verbs: allVerbs},

@@ -18,6 +18,15 @@ type Response struct {
 	AuditAnnotations map[string]string `json:"audit_annotations,omitempty"`
 	// Violations lists a Gatekeeper policy's violation messages one by one.
 	Violations []string `json:"-"`
+	// Causes are the reasons behind a rejection, one per field (a policy group's rejecting
+	// members); they become the response's status.details.causes.
+	Causes []Cause `json:"-"`
+}
+
+// Cause is one reason of a rejection.
+type Cause struct {
+	Field   string
+	Message string
 }
 
 // SettingsResponse is Kubewarden's SettingsValidationResponse.

@@ -118,6 +118,10 @@ func (l *leader) sync(ctx context.Context) error {
 			}
 			delete(l.prepared, rev.UID)
 		}
+		if rev.group != nil {
+			l.syncGroup(ctx, rev, wanted)
+			continue
+		}
 		if !l.needsInit(rev, retrySigning) {
 			if l.needsRepublish(rev) {
 				k := pullKey{uid: rev.UID, module: rev.spec.Module}
@@ -142,7 +146,11 @@ func (l *leader) sync(ctx context.Context) error {
 		if keys.err == nil && keys.signer == nil {
 			keys = l.readKeys(ctx)
 		}
-		key, reported := l.initialize(ctx, rev, keys, pulled)
+		key, reported := l.initialize(ctx, rev, func() (string, string, error) { return l.prepareRevision(ctx, rev, keys, pulled) },
+			func(digest string) string {
+				return fmt.Sprintf("module %s compiled, settings valid; no signed cache entry, every replica compiles it: %v "+
+					"(run the leader as ServiceAccount %s, --leader-kubeconfig)", digest, keys.err, leaderServiceAccount(l.opts.PolicyServer))
+			})
 		if key != "" {
 			keep[key] = true
 		}
@@ -233,7 +241,10 @@ func (l *leader) readKeys(ctx context.Context) signingKeys {
 
 // initialize prepares one revision and reports the outcome as its Initialized condition; it
 // returns the cache key it built, if any, and whether an outcome was written.
-func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) (string, bool) {
+// prepare does the work and unsigned says, from the module digest, why a revision prepared
+// without error has no signed entry.
+func (l *leader) initialize(ctx context.Context, rev revision, prepare func() (digest, key string, err error),
+	unsigned func(digest string) string) (string, bool) {
 	log := l.log.WithValues("revision", rev.Name, "policy", rev.key.Name, "generation", rev.key.Generation)
 	gaveUp, err := l.beginAttempt(ctx, rev)
 	if err != nil {
@@ -248,7 +259,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 	if l.preparing != nil {
 		l.preparing(rev.Name)
 	}
-	digest, key, err := l.prepareRevision(ctx, rev, keys, pulled)
+	digest, key, err := prepare()
 	// The leader loads a policy only to validate it, then closes it: what it copied or compiled
 	// into its private directory has served, and the signed entry is where replicas load from.
 	if n := newPrivateFiles(l.privateDir).sweep(); n > 0 {
@@ -263,9 +274,7 @@ func (l *leader) initialize(ctx context.Context, rev revision, keys signingKeys,
 	cond := rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
 	if err == nil && key == "" {
-		cond = rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitializedUnsigned, fmt.Sprintf(
-			"module %s compiled, settings valid; no signed cache entry, every replica compiles it: %v "+
-				"(run the leader as ServiceAccount %s, --leader-kubeconfig)", digest, keys.err, leaderServiceAccount(l.opts.PolicyServer)))
+		cond = rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitializedUnsigned, unsigned(digest))
 	}
 	var se *stepError
 	if errors.As(err, &se) {

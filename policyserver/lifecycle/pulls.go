@@ -79,6 +79,14 @@ func (p *pulls) get(ctx context.Context, k pullKey) (pullResult, bool) {
 	return pullResult{}, false
 }
 
+// giveBack returns a result get handed over and that its caller could not use yet (a group
+// waiting for the pulls of its other members).
+func (p *pulls) giveBack(k pullKey, r pullResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.results[k] = r
+}
+
 // keepOnly forgets the results no pass asked for: their revisions are gone or prepared.
 func (p *pulls) keepOnly(wanted map[pullKey]bool) {
 	p.mu.Lock()

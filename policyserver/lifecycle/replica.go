@@ -220,6 +220,12 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		}
 	}
 
+	if rev.group != nil {
+		if r.loadGroup(ctx, rev, fail) {
+			r.servedNow(ctx, rev, log, ReasonCompiledLocally, "a policy group: its members compiled by this replica")
+		}
+		return
+	}
 	reason, message := ReasonLoaded, fmt.Sprintf("loaded from the signed cache entry %s/%s", r.cache.Version, rev.Status.CacheKey)
 	var (
 		wasm                   []byte
@@ -288,13 +294,18 @@ func (r *replica) load(ctx context.Context, rev revision, verifier *signing.Veri
 		fail(ReasonLoadError, err)
 		return
 	}
+	r.files.loaded(rev.key, wasm, modPath, opened)
+	r.servedNow(ctx, rev, log, reason, message)
+}
+
+// servedNow records and reports that the replica serves rev.
+func (r *replica) servedNow(ctx context.Context, rev revision, log logr.Logger, reason, message string) {
 	delete(r.failed, rev.UID)
 	delete(r.waitingSince, rev.UID)
-	r.files.loaded(rev.key, wasm, modPath, opened)
 	rs := rev.replicaStatus(r.number, true, reason, message)
 	r.loaded[rev.key] = served{uid: rev.UID, report: rs}
 	log.Info("revision loaded", "reason", reason)
-	if err := r.report(ctx, obj, rs); err != nil {
+	if err := r.report(ctx, client.ObjectKeyFromObject(rev.PolicyRevision), rs); err != nil {
 		log.Error(err, "could not report Ready")
 	}
 }

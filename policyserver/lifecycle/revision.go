@@ -45,8 +45,11 @@ const (
 // revision is a PolicyRevision with its policy spec decoded.
 type revision struct {
 	*kubewardenv1.PolicyRevision
+	// spec is the policy's spec; for a group, the fields it shares with a policy's.
 	spec kubewardenv1.PolicySpec
-	key  registry.Key
+	// group is the spec of a policy group's revision, nil for a policy's.
+	group *kubewardenv1.PolicyGroupSpec
+	key   registry.Key
 }
 
 func decodeRevision(r *kubewardenv1.PolicyRevision) (revision, error) {
@@ -54,10 +57,17 @@ func decodeRevision(r *kubewardenv1.PolicyRevision) (revision, error) {
 	if err := json.Unmarshal(r.Spec.Data.Raw, &spec); err != nil {
 		return revision{}, fmt.Errorf("revision %s: data is not a policy spec: %w", r.Name, err)
 	}
-	return revision{
+	rev := revision{
 		PolicyRevision: r, spec: spec,
 		key: registry.Key{Name: r.Spec.ObjectReference.ServerPolicyName(), Generation: r.Spec.PolicyGeneration},
-	}, nil
+	}
+	if kubewardenv1.IsGroupKind(r.Spec.ObjectReference.Kind) {
+		rev.group = &kubewardenv1.PolicyGroupSpec{}
+		if err := json.Unmarshal(r.Spec.Data.Raw, rev.group); err != nil {
+			return revision{}, fmt.Errorf("revision %s: data is not a policy group spec: %w", r.Name, err)
+		}
+	}
+	return rev, nil
 }
 
 // initialized tells whether the leader has prepared this generation.
@@ -101,7 +111,7 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 // it, clusterwide-<name> or namespaced-<ns>-<name>, is not parsed back).
 func (r revision) reportAs() *reports.PolicyRef {
 	ref := reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.Name}
-	if r.Spec.ObjectReference.Kind == kubewardenv1.KindAdmissionPolicy {
+	if k := r.Spec.ObjectReference.Kind; k == kubewardenv1.KindAdmissionPolicy || k == kubewardenv1.KindAdmissionPolicyGroup {
 		ref.Scope = reportsv1alpha1.PolicyScopeNamespaced
 	}
 	return &ref
@@ -118,7 +128,7 @@ func (r revision) allowNetworkBuiltins() bool {
 // none, as in Kubewarden: namespace users write those, and must not read the cluster through
 // the policy server. Its CRD refuses the field; this also covers data written before that rule.
 func (r revision) contextAwareResources() []kubewardenv1.ContextAwareResource {
-	if r.Spec.ObjectReference.Kind == kubewardenv1.KindAdmissionPolicy {
+	if k := r.Spec.ObjectReference.Kind; k == kubewardenv1.KindAdmissionPolicy || k == kubewardenv1.KindAdmissionPolicyGroup {
 		return nil
 	}
 	return r.spec.ContextAwareResources

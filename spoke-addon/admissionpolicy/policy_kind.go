@@ -4,34 +4,115 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 )
 
-// policyKind hides the difference between ClusterAdmissionPolicy and AdmissionPolicy: one
-// reconciler serves both through it.
+// policyKind hides the differences between ClusterAdmissionPolicy, AdmissionPolicy and their
+// group kinds: one reconciler serves them all through it.
 type policyKind struct {
-	kind string
-	new  func() client.Object
+	kind    string
+	new     func() client.Object
+	newList func() client.ObjectList
 }
 
 var (
 	clusterPolicyKind = policyKind{kind: kubewardenv1.KindClusterAdmissionPolicy,
-		new: func() client.Object { return &kubewardenv1.ClusterAdmissionPolicy{} }}
+		new:     func() client.Object { return &kubewardenv1.ClusterAdmissionPolicy{} },
+		newList: func() client.ObjectList { return &kubewardenv1.ClusterAdmissionPolicyList{} }}
 	namespacedPolicyKind = policyKind{kind: kubewardenv1.KindAdmissionPolicy,
-		new: func() client.Object { return &kubewardenv1.AdmissionPolicy{} }}
+		new:     func() client.Object { return &kubewardenv1.AdmissionPolicy{} },
+		newList: func() client.ObjectList { return &kubewardenv1.AdmissionPolicyList{} }}
+	clusterGroupKind = policyKind{kind: kubewardenv1.KindClusterAdmissionPolicyGroup,
+		new:     func() client.Object { return &kubewardenv1.ClusterAdmissionPolicyGroup{} },
+		newList: func() client.ObjectList { return &kubewardenv1.ClusterAdmissionPolicyGroupList{} }}
+	namespacedGroupKind = policyKind{kind: kubewardenv1.KindAdmissionPolicyGroup,
+		new:     func() client.Object { return &kubewardenv1.AdmissionPolicyGroup{} },
+		newList: func() client.ObjectList { return &kubewardenv1.AdmissionPolicyGroupList{} }}
 )
 
-// specOf returns the policy's spec, which the caller may change.
+// namespacedKind tells the kinds whose webhooks only see their own namespace.
+func namespacedKind(kind string) bool {
+	return kind == kubewardenv1.KindAdmissionPolicy || kind == kubewardenv1.KindAdmissionPolicyGroup
+}
+
+// listOf lists the objects of kind k that reader's list options select.
+func listOf(k policyKind) (client.ObjectList, func() []client.Object) {
+	list := k.newList()
+	return list, func() []client.Object {
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil
+		}
+		out := make([]client.Object, 0, len(items))
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+}
+
+// specOf returns the policy's spec, which the caller may change. A group's is the part of its
+// spec a policy's shares (rules, selectors, mode, timeouts, …), a copy: what the webhook is built
+// from.
 func specOf(obj client.Object) *kubewardenv1.PolicySpec {
 	switch p := obj.(type) {
 	case *kubewardenv1.ClusterAdmissionPolicy:
 		return &p.Spec.PolicySpec
 	case *kubewardenv1.AdmissionPolicy:
 		return &p.Spec
+	case *kubewardenv1.ClusterAdmissionPolicyGroup:
+		return groupAsPolicySpec(&p.Spec)
+	case *kubewardenv1.AdmissionPolicyGroup:
+		return groupAsPolicySpec(&p.Spec)
 	}
 	panic(fmt.Sprintf("admissionpolicy: %T is not a policy", obj))
+}
+
+// groupAsPolicySpec reads a group's spec as a policy's: the shared fields have the same JSON names.
+func groupAsPolicySpec(g *kubewardenv1.PolicyGroupSpec) *kubewardenv1.PolicySpec {
+	b, err := json.Marshal(g)
+	if err != nil {
+		panic(fmt.Sprintf("admissionpolicy: encode group spec: %v", err))
+	}
+	spec := &kubewardenv1.PolicySpec{}
+	if err := json.Unmarshal(b, spec); err != nil {
+		panic(fmt.Sprintf("admissionpolicy: group spec as a policy spec: %v", err))
+	}
+	return spec
+}
+
+// revisionData is what a revision of obj holds: the whole spec, a group's included.
+func revisionData(obj client.Object) ([]byte, error) {
+	switch p := obj.(type) {
+	case *kubewardenv1.ClusterAdmissionPolicyGroup:
+		return json.Marshal(&p.Spec)
+	case *kubewardenv1.AdmissionPolicyGroup:
+		return json.Marshal(&p.Spec)
+	}
+	return json.Marshal(specOf(obj))
+}
+
+// restoreSpec sets obj's spec to the one a revision holds (a rollback).
+func restoreSpec(obj client.Object, data []byte) error {
+	switch p := obj.(type) {
+	case *kubewardenv1.ClusterAdmissionPolicyGroup:
+		p.Spec = kubewardenv1.PolicyGroupSpec{}
+		return json.Unmarshal(data, &p.Spec)
+	case *kubewardenv1.AdmissionPolicyGroup:
+		p.Spec = kubewardenv1.PolicyGroupSpec{}
+		return json.Unmarshal(data, &p.Spec)
+	}
+	restored := kubewardenv1.PolicySpec{}
+	if err := json.Unmarshal(data, &restored); err != nil {
+		return err
+	}
+	*specOf(obj) = restored
+	return nil
 }
 
 func statusOf(obj client.Object) *kubewardenv1.PolicyStatus {
@@ -39,6 +120,10 @@ func statusOf(obj client.Object) *kubewardenv1.PolicyStatus {
 	case *kubewardenv1.ClusterAdmissionPolicy:
 		return &p.Status
 	case *kubewardenv1.AdmissionPolicy:
+		return &p.Status
+	case *kubewardenv1.ClusterAdmissionPolicyGroup:
+		return &p.Status
+	case *kubewardenv1.AdmissionPolicyGroup:
 		return &p.Status
 	}
 	panic(fmt.Sprintf("admissionpolicy: %T is not a policy", obj))

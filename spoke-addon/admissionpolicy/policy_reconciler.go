@@ -2,7 +2,6 @@ package admissionpolicy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -226,7 +225,7 @@ func (r *policyReconciler) ensureRevision(ctx context.Context, obj client.Object
 		}
 	}
 	if rev == nil {
-		data, err := json.Marshal(specOf(obj))
+		data, err := revisionData(obj)
 		if err != nil {
 			return nil, fmt.Errorf("encode spec: %w", err)
 		}

@@ -2,7 +2,6 @@ package admissionpolicy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -69,13 +68,11 @@ func (r *policyReconciler) rollback(ctx context.Context, obj client.Object, valu
 			data = revs[i].Spec.Data.Raw
 		}
 	}
-	restored := kubewardenv1.PolicySpec{}
-	if err := json.Unmarshal(data, &restored); err != nil {
-		return false, cond, fmt.Errorf("decode revision %s: %w", target.Name, err)
-	}
 	// A copy: when the apiserver refuses the restored spec, the policy stays as it is.
 	updated := obj.DeepCopyObject().(client.Object)
-	*specOf(updated) = restored
+	if err := restoreSpec(updated, data); err != nil {
+		return false, cond, fmt.Errorf("decode revision %s: %w", target.Name, err)
+	}
 	annotations := updated.GetAnnotations()
 	delete(annotations, kubewardenv1.RollbackAnnotation)
 	updated.SetAnnotations(annotations)

@@ -100,7 +100,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 			return servingCA(ctx, nsCache, opts.Namespace, ps)
 		}
 	}
-	for _, k := range []policyKind{clusterPolicyKind, namespacedPolicyKind} {
+	for _, k := range []policyKind{clusterPolicyKind, namespacedPolicyKind, clusterGroupKind, namespacedGroupKind} {
 		if err := setupPolicyController(mgr, nsCache, k, opts); err != nil {
 			return err
 		}
@@ -110,7 +110,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 
 func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, opts Options) error {
 	name := "admissionpolicy-" + map[string]string{
-		kubewardenv1.KindClusterAdmissionPolicy: "cluster", kubewardenv1.KindAdmissionPolicy: "namespaced"}[k.kind]
+		kubewardenv1.KindClusterAdmissionPolicy: "cluster", kubewardenv1.KindAdmissionPolicy: "namespaced",
+		kubewardenv1.KindClusterAdmissionPolicyGroup: "group-cluster", kubewardenv1.KindAdmissionPolicyGroup: "group-namespaced"}[k.kind]
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), k.new(), policyServerIndex, func(o client.Object) []string {
 		return []string{policyServerOf(o)}
 	}); err != nil {
@@ -248,26 +249,12 @@ func (r *policyReconciler) onCABundle(ctx context.Context, o client.Object) []re
 }
 
 func (r *policyReconciler) policiesOf(ctx context.Context, ps string) []reconcile.Request {
-	var reqs []reconcile.Request
-	list := &kubewardenv1.ClusterAdmissionPolicyList{}
-	var objs []client.Object
-	if r.kind.kind == kubewardenv1.KindAdmissionPolicy {
-		l := &kubewardenv1.AdmissionPolicyList{}
-		if err := r.reader.List(ctx, l, client.MatchingFields{policyServerIndex: ps}); err != nil {
-			return nil
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	} else {
-		if err := r.reader.List(ctx, list, client.MatchingFields{policyServerIndex: ps}); err != nil {
-			return nil
-		}
-		for i := range list.Items {
-			objs = append(objs, &list.Items[i])
-		}
+	list, items := listOf(r.kind)
+	if err := r.reader.List(ctx, list, client.MatchingFields{policyServerIndex: ps}); err != nil {
+		return nil
 	}
-	for _, o := range objs {
+	var reqs []reconcile.Request
+	for _, o := range items() {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
 	return reqs

@@ -79,7 +79,7 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 	}
 	rules := spec.Rules
 	nsSelector := spec.NamespaceSelector.DeepCopy()
-	if ref.Kind == kubewardenv1.KindAdmissionPolicy {
+	if namespacedKind(ref.Kind) {
 		rules = namespacedOnly(rules)
 		if nsSelector == nil {
 			nsSelector = &metav1.LabelSelector{}
@@ -92,7 +92,7 @@ func webhookFor(ref kubewardenv1.PolicyReference, spec kubewardenv1.PolicySpec, 
 	if nsSelector == nil {
 		nsSelector = &metav1.LabelSelector{}
 	}
-	if ref.Kind == kubewardenv1.KindClusterAdmissionPolicy && !spec.AllowInsideAdmissionControllerNamespace && target.Namespace != "" {
+	if !namespacedKind(ref.Kind) && !spec.AllowInsideAdmissionControllerNamespace && target.Namespace != "" {
 		nsSelector.MatchExpressions = append([]metav1.LabelSelectorRequirement{{
 			Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{target.Namespace},
 		}}, nsSelector.MatchExpressions...)

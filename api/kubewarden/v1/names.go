@@ -39,7 +39,18 @@ const (
 // second the namespace holds no dash, so the first dash after the prefix ends it; in the third
 // the namespace (a DNS label) holds no dot, so the first dot after the prefix ends it; and the
 // policy name is the rest. Kubewarden's path is kept wherever that proof allows it.
+//
+// A group is `group.` and the name its kind without the group would give: no other form starts
+// with `group.`, and after it the proof above holds again.
 func (r PolicyReference) ServerPolicyName() string {
+	switch r.Kind {
+	case KindClusterAdmissionPolicyGroup:
+		return "group.clusterwide-" + r.Name
+	case KindAdmissionPolicyGroup:
+		member := r
+		member.Kind = KindAdmissionPolicy
+		return "group." + member.ServerPolicyName()
+	}
 	if r.Kind != KindAdmissionPolicy {
 		return "clusterwide-" + r.Name
 	}

@@ -23,10 +23,12 @@ func TestServerPolicyName_TenantsWithKubewardensCollidingNamesGetDistinctNames(t
 
 func TestServerPolicyName_KeepsKubewardensFormWhereItIsUnambiguous(t *testing.T) {
 	for ref, want := range map[PolicyReference]string{
-		{Kind: KindClusterAdmissionPolicy, Name: "psp-a"}: "clusterwide-psp-a",
-		namespaced("default", "no-latest"):                "namespaced-default-no-latest",
-		namespaced("team-a", "no-latest"):                 "namespaced.team-a.no-latest",
-		namespaced("team-a", "v1.no-latest"):              "namespaced.team-a.v1.no-latest",
+		{Kind: KindClusterAdmissionPolicy, Name: "psp-a"}:                         "clusterwide-psp-a",
+		namespaced("default", "no-latest"):                                        "namespaced-default-no-latest",
+		namespaced("team-a", "no-latest"):                                         "namespaced.team-a.no-latest",
+		namespaced("team-a", "v1.no-latest"):                                      "namespaced.team-a.v1.no-latest",
+		{Kind: KindClusterAdmissionPolicyGroup, Name: "psp-a"}:                    "group.clusterwide-psp-a",
+		{Kind: KindAdmissionPolicyGroup, Namespace: "default", Name: "no-latest"}: "group.namespaced-default-no-latest",
 	} {
 		if got := ref.ServerPolicyName(); got != want {
 			t.Errorf("%+v: %q, want %q", ref, got, want)
@@ -57,7 +59,7 @@ func words(alphabet string, max int, valid func(string) bool) []string {
 
 // TestServerPolicyName_InjectiveOverEveryShortNamespaceAndName checks the proof in names.go by
 // exhaustion: every valid namespace and policy name of up to four characters over an alphabet
-// with both separators, of both kinds, gives its own server policy name, revision names and label.
+// with both separators, of every kind (groups included), gives its own server policy name, revision names and label.
 func TestServerPolicyName_InjectiveOverEveryShortNamespaceAndName(t *testing.T) {
 	label := func(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 	subdomain := func(s string) bool { return len(validation.IsDNS1123Subdomain(s)) == 0 }
@@ -65,9 +67,10 @@ func TestServerPolicyName_InjectiveOverEveryShortNamespaceAndName(t *testing.T) 
 	names := words("ab-.1g", 4, subdomain)
 	var refs []PolicyReference
 	for _, name := range names {
-		refs = append(refs, PolicyReference{Kind: KindClusterAdmissionPolicy, Name: name})
+		refs = append(refs, PolicyReference{Kind: KindClusterAdmissionPolicy, Name: name},
+			PolicyReference{Kind: KindClusterAdmissionPolicyGroup, Name: name})
 		for _, ns := range namespaces {
-			refs = append(refs, namespaced(ns, name))
+			refs = append(refs, namespaced(ns, name), PolicyReference{Kind: KindAdmissionPolicyGroup, Namespace: ns, Name: name})
 		}
 	}
 	seen := map[string]PolicyReference{}

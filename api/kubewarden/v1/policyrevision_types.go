@@ -18,7 +18,7 @@ const RollbackAnnotation = "regent.dev/rollback-to-generation"
 // cluster-scoped one.
 type PolicyReference struct {
 	APIVersion string `json:"apiVersion"`
-	// +kubebuilder:validation:Enum=ClusterAdmissionPolicy;AdmissionPolicy
+	// +kubebuilder:validation:Enum=ClusterAdmissionPolicy;AdmissionPolicy;ClusterAdmissionPolicyGroup;AdmissionPolicyGroup
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 	// +optional
