@@ -89,6 +89,23 @@ func ReadSpoke(ctx context.Context, c client.Reader) (Spoke, error) {
 		s.Admission = append(s.Admission, admissionOf("AdmissionPolicy", &p.ObjectMeta, p.Spec.PolicyServer, string(p.Spec.Mode), p.Status))
 	}
 
+	capgs := &kubewardenv1.ClusterAdmissionPolicyGroupList{}
+	if err := listIfServed(ctx, c, capgs); err != nil {
+		return s, err
+	}
+	for i := range capgs.Items {
+		p := &capgs.Items[i]
+		s.Admission = append(s.Admission, admissionOf("ClusterAdmissionPolicyGroup", &p.ObjectMeta, p.Spec.PolicyServer, string(p.Spec.Mode), p.Status))
+	}
+	apgs := &kubewardenv1.AdmissionPolicyGroupList{}
+	if err := listIfServed(ctx, c, apgs); err != nil {
+		return s, err
+	}
+	for i := range apgs.Items {
+		p := &apgs.Items[i]
+		s.Admission = append(s.Admission, admissionOf("AdmissionPolicyGroup", &p.ObjectMeta, p.Spec.PolicyServer, string(p.Spec.Mode), p.Status))
+	}
+
 	reports := &openreportsv1alpha1.ReportList{}
 	if err := listIfServed(ctx, c, reports); err != nil {
 		return s, err

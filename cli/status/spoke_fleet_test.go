@@ -85,6 +85,19 @@ func TestSpoke_ShowsPoliciesPendingDependenciesServingGenerationReplicasAndRepor
 			{Replica: 0, PolicyGeneration: 2, Ready: metav1.ConditionTrue, LastTransitionTime: now}}}
 	must(c.Status().Update(ctx, cap))
 
+	// A group of policies is an admission policy like the others, listed with its own kind.
+	capg := &kubewardenv1.ClusterAdmissionPolicyGroup{ObjectMeta: metav1.ObjectMeta{Name: "pod-owners"},
+		Spec: kubewardenv1.PolicyGroupSpec{PolicyServer: "default", Mode: kubewardenv1.ModeProtect,
+			Policies:   map[string]kubewardenv1.PolicyGroupMember{"team": {Module: "registry.example/policies/team:v1"}},
+			Expression: "team()", Message: "pods need a team",
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}}
+	must(c.Create(ctx, capg))
+	capg.Status = kubewardenv1.PolicyStatus{PolicyStatus: kubewardenv1.PolicyStatusActive, Phase: kubewardenv1.PhaseActive, ServingGeneration: 1,
+		Conditions: []metav1.Condition{{Type: kubewardenv1.ConditionPolicyActive, Status: metav1.ConditionTrue, Reason: "Serving",
+			Message: "every replica serves generation 1", ObservedGeneration: 1, LastTransitionTime: now}}}
+	must(c.Status().Update(ctx, capg))
+
 	for i, summary := range []openreportsv1alpha1.ReportSummary{{Pass: 3, Fail: 1}, {Pass: 2, Warn: 1, Skip: 1}} {
 		must(c.Create(ctx, &openreportsv1alpha1.Report{ObjectMeta: metav1.ObjectMeta{Name: "pol-" + string(rune('a'+i)), Namespace: "apps"}, Summary: summary}))
 	}
@@ -97,9 +110,12 @@ func TestSpoke_ShowsPoliciesPendingDependenciesServingGenerationReplicasAndRepor
 	if len(s.Policies) != 2 || strings.Join(s.Policies[1].Pending, "|") != "ConfigurationPolicy cluster1/quota is Pending, want Compliant|Policy default.base is NonCompliant, want Compliant" {
 		t.Errorf("policies %+v, want require-labels pending on both named dependencies", s.Policies)
 	}
-	if len(s.Admission) != 1 || s.Admission[0].Generation != 2 || s.Admission[0].Serving != 1 || s.Admission[0].Active != metav1.ConditionFalse ||
+	if len(s.Admission) != 2 || s.Admission[0].Generation != 2 || s.Admission[0].Serving != 1 || s.Admission[0].Active != metav1.ConditionFalse ||
 		len(s.Admission[0].Replicas) != 2 || s.Admission[0].Replicas[0].Replica != 0 {
 		t.Errorf("admission %+v, want generation 2 serving 1, PolicyActive False, replicas 0 and 1 in order", s.Admission)
+	}
+	if len(s.Admission) == 2 && (s.Admission[1].Kind != "ClusterAdmissionPolicyGroup" || s.Admission[1].Name != "pod-owners" || s.Admission[1].Active != metav1.ConditionTrue) {
+		t.Errorf("admission %+v, want the group pod-owners listed as a ClusterAdmissionPolicyGroup, PolicyActive True", s.Admission[1])
 	}
 	if s.Reports.Reports != 3 || s.Reports.Pass != 5 || s.Reports.Fail != 3 || s.Reports.Warn != 1 || s.Reports.Error != 1 || s.Reports.Skip != 1 {
 		t.Errorf("reports %+v, want 3 reports summing pass 5, fail 3, warn 1, error 1, skip 1", s.Reports)
