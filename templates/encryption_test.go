@@ -72,12 +72,12 @@ func TestDecryptJSON_ReplacesEveryValueEscapedForJSON(t *testing.T) {
 
 func TestUsesEncryption(t *testing.T) {
 	for text, want := range map[string]bool{
-		`{{hub fromSecret "ns" "s" "k" hub}}`:           true,
-		`{{hub copySecretData "ns" "s" hub}}`:           true,
-		`{{hub "x" | protect hub}}`:                     true,
-		`{{hub fromConfigMap "ns" "c" "k" hub}}`:        false,
-		`{{ fromSecret "ns" "s" "k" }}`:                 false,
-		`{{hub .ManagedClusterName hub}} fromSecret`:    false,
+		`{{hub fromSecret "ns" "s" "k" hub}}`:            true,
+		`{{hub copySecretData "ns" "s" hub}}`:            true,
+		`{{hub "x" | protect hub}}`:                      true,
+		`{{hub fromConfigMap "ns" "c" "k" hub}}`:         false,
+		`{{ fromSecret "ns" "s" "k" }}`:                  false,
+		`{{hub .ManagedClusterName hub}} fromSecret`:     false,
 		"{{hub fromConfigMap \"ns\" \"c\" \"k\"\n hub}}": false,
 	} {
 		if got := UsesEncryption([]byte(text)); got != want {
