@@ -30,9 +30,12 @@ type Reconciler struct {
 	// Client writes to the apiserver; reads go to Reader.
 	Client client.Client
 	// Reader is the manager's cache.
-	Reader   client.Reader
-	Planner  *rollout.Planner
-	Recorder events.EventRecorder
+	Reader client.Reader
+	// APIReader reads what must not be cached: the clusters' encryption key Secrets, which the
+	// hub may get by name but not list. Client when nil.
+	APIReader client.Reader
+	Planner   *rollout.Planner
+	Recorder  events.EventRecorder
 	// Workers bounds the writes one reconcile issues at once.
 	Workers int
 	// MaxReplicatedBytes caps what one root's replicas take in etcd (serialized replica ×

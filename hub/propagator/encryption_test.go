@@ -1,0 +1,119 @@
+package propagator_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/templates"
+)
+
+// secretCopyingRoot is a root whose ConfigurationPolicy builds a Secret from the hub Secret
+// "creds" of the root's namespace, one value through fromSecret, all through copySecretData.
+func (e *env) secretCopyingRoot(name string) {
+	e.t.Helper()
+	tmpl, err := json.Marshal(map[string]any{
+		"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"severity": "low", "object-templates": []any{
+			map[string]any{"complianceType": "musthave", "objectDefinition": map[string]any{"apiVersion": "v1", "kind": "Secret",
+				"metadata": map[string]any{"name": "one", "namespace": "default"},
+				"data":     map[string]any{"pw": fmt.Sprintf(`{{hub fromSecret %q "creds" "pw" hub}}`, e.ns)}}},
+			map[string]any{"complianceType": "musthave", "objectDefinition": map[string]any{"apiVersion": "v1", "kind": "Secret",
+				"metadata": map[string]any{"name": "all", "namespace": "default"},
+				"data":     fmt.Sprintf(`{{hub copySecretData %q "creds" hub}}`, e.ns)}},
+		}},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.create(&policyv1.Policy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform,
+			PolicyTemplates: []*policyv1.PolicyTemplate{{ObjectDefinition: runtime.RawExtension{Raw: tmpl}}}},
+	})
+}
+
+// A hub template that reads a Secret puts only ciphertext on the replica, under the cluster's
+// key (made on first use in the Secret OCM names, in the cluster namespace) and an IV the replica
+// and its template both carry; the IV is kept when the Secret changes, as OCM keeps it.
+func TestHubTemplates_SecretValuesReachTheReplicaOnlyEncrypted(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.cluster("c1", map[string]string{"zone": "a"})
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: e.ns},
+		Data: map[string][]byte{"pw": []byte("s3cret"), "user": []byte("admin")}}
+	e.create(creds)
+	e.startHub()
+	e.secretCopyingRoot("p")
+	e.bind("b", "pl", policySubject("p"))
+	e.decide("pl", 0, "", c1)
+	e.expectReplicas("p", c1)
+
+	var rep *policyv1.Policy
+	e.eventually("the replica is resolved", func() (bool, string) {
+		rep = e.replicas("p")[c1]
+		return rep != nil && len(rep.Spec.PolicyTemplates) == 1 && !strings.Contains(string(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw), "{{hub"),
+			fmt.Sprintf("replica %v", rep)
+	})
+	raw := string(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
+	for _, clear := range []string{"s3cret", "czNjcmV0", "admin", "YWRtaW4="} {
+		if strings.Contains(raw, clear) {
+			t.Errorf("the replica holds %q in clear: %s", clear, raw)
+		}
+	}
+	if strings.Count(raw, templates.EncryptedPrefix) != 3 {
+		t.Errorf("want 3 encrypted values (fromSecret, copySecretData's two keys): %s", raw)
+	}
+
+	key := &corev1.Secret{}
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: c1, Name: templates.EncryptionKeySecret}, key); err != nil {
+		t.Fatalf("the cluster's key Secret: %v", err)
+	}
+	if len(key.Data["key"]) != templates.KeySize || key.Labels["cluster.open-cluster-management.io/backup"] != "policy" {
+		t.Errorf("key Secret: %d-byte key, labels %v", len(key.Data["key"]), key.Labels)
+	}
+	ivText := rep.Annotations[templates.IVAnnotation]
+	iv, err := templates.ParseIV(ivText)
+	if err != nil {
+		t.Fatalf("replica's IV annotation: %v", err)
+	}
+	var cp struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(raw), &cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Metadata.Annotations[templates.IVAnnotation] != ivText {
+		t.Errorf("the template's IV annotation %q, want the replica's %q", cp.Metadata.Annotations[templates.IVAnnotation], ivText)
+	}
+	plain, err := templates.Decryption{Key: key.Data["key"], IV: iv}.DecryptJSON([]byte(raw))
+	if err != nil {
+		t.Fatalf("decrypt with the cluster's key: %v", err)
+	}
+	for _, want := range []string{`"pw":"czNjcmV0"`, `"user":"YWRtaW4="`} {
+		if !strings.Contains(string(plain), want) {
+			t.Errorf("decrypted template lacks %s: %s", want, plain)
+		}
+	}
+
+	// A new value of the hub Secret reaches the replica, encrypted under the same IV.
+	fleettest.Edit(t, e.c, creds, func(s *corev1.Secret) { s.Data["pw"] = []byte("n3w") })
+	e.eventually("the new value reaches the replica", func() (bool, string) {
+		rep := e.replicas("p")[c1]
+		if rep == nil || len(rep.Spec.PolicyTemplates) == 0 {
+			return false, "no replica"
+		}
+		plain, err := templates.Decryption{Key: key.Data["key"], IV: iv}.DecryptJSON(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
+		return err == nil && strings.Contains(string(plain), `"pw":"bjN3"`) && rep.Annotations[templates.IVAnnotation] == ivText,
+			fmt.Sprintf("decrypted %s (%v), IV %q", plain, err, rep.Annotations[templates.IVAnnotation])
+	})
+}
