@@ -26,6 +26,7 @@ import (
 	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
+	"regent.dev/regent/spoke-addon/secretsync"
 	"regent.dev/regent/spoke-addon/specsync"
 	"regent.dev/regent/spoke-addon/statussync"
 	"regent.dev/regent/spoke-addon/templatesync"
@@ -135,6 +136,8 @@ func New(opts Options) (manager.Manager, error) {
 	hub, err := cluster.New(opts.Hub, func(o *cluster.Options) {
 		o.Scheme = scheme.Scheme
 		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.ClusterName: {}}
+		// The one hub Secret the addon reads: its cluster's policy encryption key.
+		o.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: secretsync.HubCacheOptions()}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)
@@ -155,6 +158,10 @@ func New(opts Options) (manager.Manager, error) {
 		func() error {
 			return (&templatesync.Reconciler{Client: mgr.GetClient(), ClusterNamespace: opts.ClusterName,
 				Recorder: mgr.GetEventRecorderFor("regent-templatesync")}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&secretsync.Reconciler{Hub: hub.GetCache(), Local: mgr.GetClient(), LocalReader: mgr.GetAPIReader(),
+				Namespace: opts.ClusterName, Recorder: mgr.GetEventRecorderFor("regent-secretsync")}).SetupWithManager(mgr, hub)
 		},
 		func() error {
 			return (&statussync.Reconciler{Local: mgr.GetClient(), HubReader: hub.GetCache(), HubWriter: hub.GetClient()}).

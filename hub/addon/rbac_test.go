@@ -192,6 +192,14 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	forbidden("list Secrets cluster-wide", err)
 	_, err = kube.CoreV1().Secrets(hubNamespace).List(ctx, metav1.ListOptions{})
 	forbidden("list Secrets in its own namespace", err)
+	// It may create Secrets (the clusters' policy encryption keys), but no token Secret it could
+	// read back under the one name it may read, and no other Secret.
+	_, err = kube.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-encryption-key", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type:       corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+	forbidden("create a ServiceAccount token Secret", err)
+	_, err = kube.CoreV1().Secrets("cluster1").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+	forbidden("create a Secret other than policy-encryption-key", err)
 	role, err := kube.RbacV1().Roles("cluster1").Get(ctx, "regent-addon", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the addon role: %v", err)
