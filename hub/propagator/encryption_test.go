@@ -1,10 +1,12 @@
 package propagator_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,5 +117,57 @@ func TestHubTemplates_SecretValuesReachTheReplicaOnlyEncrypted(t *testing.T) {
 		plain, err := templates.Decryption{Key: key.Data["key"], IV: iv}.DecryptJSON(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
 		return err == nil && strings.Contains(string(plain), `"pw":"bjN3"`) && rep.Annotations[templates.IVAnnotation] == ivText,
 			fmt.Sprintf("decrypted %s (%v), IV %q", plain, err, rep.Annotations[templates.IVAnnotation])
+	})
+}
+
+// A key due for rotation (here: a last-rotated annotation 31 days old, as OCM's 30-day schedule
+// sees it) is replaced: the old key becomes previousKey, with which the cluster still decrypts,
+// and the replicas carrying encrypted values are encrypted again under the new key.
+func TestHubTemplates_ARotatedKeyBecomesPreviousKeyAndTheReplicasAreReencrypted(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.cluster("c1", map[string]string{"zone": "a"})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: e.ns},
+		Data: map[string][]byte{"pw": []byte("s3cret"), "user": []byte("admin")}})
+	old, _ := templates.NewKey()
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: templates.EncryptionKeySecret, Namespace: c1,
+		Annotations: map[string]string{templates.LastRotatedAnnotation: time.Now().UTC().Format(time.RFC3339)}},
+		Data: map[string][]byte{"key": old}}
+	e.create(key)
+	e.startHub()
+	e.secretCopyingRoot("p")
+	e.bind("b", "pl", policySubject("p"))
+	e.decide("pl", 0, "", c1)
+	decrypts := func(rep *policyv1.Policy, d templates.Decryption) bool {
+		if rep == nil || len(rep.Spec.PolicyTemplates) == 0 {
+			return false
+		}
+		iv, err := templates.ParseIV(rep.Annotations[templates.IVAnnotation])
+		if err != nil {
+			return false
+		}
+		d.IV = iv
+		plain, err := d.DecryptJSON(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
+		return err == nil && strings.Contains(string(plain), `"pw":"czNjcmV0"`)
+	}
+	e.eventually("the replica is encrypted under the current key", func() (bool, string) {
+		return decrypts(e.replicas("p")[c1], templates.Decryption{Key: old}), "replica not decryptable with the key"
+	})
+
+	fleettest.Edit(t, e.c, key, func(s *corev1.Secret) {
+		s.Annotations[templates.LastRotatedAnnotation] = time.Now().Add(-31 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	})
+	var rotated corev1.Secret
+	e.eventually("the key is rotated", func() (bool, string) {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(key), &rotated); err != nil {
+			return false, err.Error()
+		}
+		return !bytes.Equal(rotated.Data["key"], old) && bytes.Equal(rotated.Data["previousKey"], old),
+			fmt.Sprintf("key changed %v, previousKey is the old key %v", !bytes.Equal(rotated.Data["key"], old), bytes.Equal(rotated.Data["previousKey"], old))
+	})
+	if last, err := time.Parse(time.RFC3339, rotated.Annotations[templates.LastRotatedAnnotation]); err != nil || time.Since(last) > time.Hour {
+		t.Errorf("last-rotated after the rotation: %q (%v)", rotated.Annotations[templates.LastRotatedAnnotation], err)
+	}
+	e.eventually("the replica is encrypted again under the new key", func() (bool, string) {
+		return decrypts(e.replicas("p")[c1], templates.Decryption{Key: rotated.Data["key"]}), "replica not decryptable with the new key alone"
 	})
 }
