@@ -52,6 +52,9 @@ type env struct {
 	ns     string
 	stop   func()
 	stopMu sync.Mutex
+	// staleDepth is the root-policy queue depth earlier tests' stopped managers left in the
+	// process-wide metric: their queues never drain, and awaitIdle discounts them.
+	staleDepth float64
 }
 
 func newEnv(t *testing.T) *env {
@@ -68,7 +71,7 @@ func newEnv(t *testing.T) *env {
 		ns = ns[len(ns)-44:]
 	}
 	ns = fmt.Sprintf("%s-%d", strings.Trim(ns, "-"), runs.Add(1))
-	e := &env{t: t, ctx: ctx, c: c, ns: ns}
+	e := &env{t: t, ctx: ctx, c: c, ns: ns, staleDepth: controllerMetric("workqueue_depth", "name")}
 	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	t.Cleanup(e.stopHub)
 	return e
