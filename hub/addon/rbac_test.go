@@ -215,6 +215,10 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	}
 	_, err = kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 	forbidden("list Secrets cluster-wide", err)
+	// What the key rotation watches with: the key Secrets, by name, in every cluster namespace.
+	if keys, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=policy-encryption-key"}); err != nil || len(keys.Items) != 1 {
+		t.Errorf("list the clusters' key Secrets by name: %v", err)
+	}
 	_, err = kube.CoreV1().Secrets(hubNamespace).List(ctx, metav1.ListOptions{})
 	forbidden("list Secrets in its own namespace", err)
 	// It may create Secrets (the clusters' policy encryption keys), but no token Secret it could
