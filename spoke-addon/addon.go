@@ -136,8 +136,6 @@ func New(opts Options) (manager.Manager, error) {
 	hub, err := cluster.New(opts.Hub, func(o *cluster.Options) {
 		o.Scheme = scheme.Scheme
 		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.ClusterName: {}}
-		// The one hub Secret the addon reads: its cluster's policy encryption key.
-		o.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: secretsync.HubCacheOptions()}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)
@@ -160,8 +158,8 @@ func New(opts Options) (manager.Manager, error) {
 				Recorder: mgr.GetEventRecorderFor("regent-templatesync")}).SetupWithManager(mgr)
 		},
 		func() error {
-			return (&secretsync.Reconciler{Hub: hub.GetCache(), Local: mgr.GetClient(), LocalReader: mgr.GetAPIReader(),
-				Namespace: opts.ClusterName, Recorder: mgr.GetEventRecorderFor("regent-secretsync")}).SetupWithManager(mgr, hub)
+			return (&secretsync.Reconciler{Hub: opts.Hub, Local: mgr.GetClient(), LocalReader: mgr.GetAPIReader(),
+				Namespace: opts.ClusterName, Recorder: mgr.GetEventRecorderFor("regent-secretsync")}).SetupWithManager(mgr)
 		},
 		func() error {
 			return (&statussync.Reconciler{Local: mgr.GetClient(), HubReader: hub.GetCache(), HubWriter: hub.GetClient()}).

@@ -9,45 +9,60 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"regent.dev/regent/templates"
 )
 
-// HubCacheOptions limits the hub cache's Secrets to the key Secret, the only one the addon's hub
-// identity may read (by name, which the apiserver authorizes for a list or watch only with this
-// field selector).
-func HubCacheOptions() cache.ByObject {
-	return cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", templates.EncryptionKeySecret)}
-}
-
 // Reconciler copies the key Secret of Namespace from the hub to the managed cluster.
 type Reconciler struct {
-	// Hub reads the hub's cluster namespace (its cache).
-	Hub client.Reader
+	// Hub is the addon's hub identity, which may read the key Secret by name only.
+	Hub *rest.Config
 	// Local writes the managed cluster; LocalReader reads it without a cache, so the addon never
 	// lists every Secret of the cluster for one it names.
 	Local       client.Client
 	LocalReader client.Reader
 	Namespace   string
 	Recorder    record.EventRecorder
+
+	hubSecrets corev1listers.SecretLister
 }
 
-// SetupWithManager watches the key Secret on the hub.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, hub cluster.Cluster) error {
-	keyOnly := predicate.NewTypedPredicateFuncs(func(s *corev1.Secret) bool {
-		return s.Name == templates.EncryptionKeySecret && s.Namespace == r.Namespace
-	})
+// SetupWithManager watches the key Secret on the hub through an informer of its own, listing by
+// name (the only list the hub identity is allowed) and built without asking the hub anything, so
+// the addon starts while the hub is away.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	kube, err := kubernetes.NewForConfig(r.Hub)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(r.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", templates.EncryptionKeySecret).String()
+		}))
+	inf := factory.Core().V1().Secrets()
+	r.hubSecrets = inf.Lister()
+	informer := inf.Informer()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		factory.Start(ctx.Done())
+		<-ctx.Done()
+		factory.Shutdown()
+		return nil
+	})); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("regent-secretsync").
-		WatchesRawSource(source.Kind(hub.GetCache(), &corev1.Secret{}, &handler.TypedEnqueueRequestForObject[*corev1.Secret]{}, keyOnly)).
+		WatchesRawSource(&source.Informer{Informer: informer, Handler: &handler.EnqueueRequestForObject{}}).
 		Complete(r)
 }
 
@@ -57,8 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if req.NamespacedName != key {
 		return ctrl.Result{}, nil
 	}
-	src := &corev1.Secret{}
-	err := r.Hub.Get(ctx, key, src)
+	src, err := r.hubSecrets.Secrets(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		gone := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		if err := r.Local.Delete(ctx, gone); err != nil && !apierrors.IsNotFound(err) {
