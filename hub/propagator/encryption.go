@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -35,7 +36,7 @@ func (r *Reconciler) clusterKey(ctx context.Context, cluster string) ([]byte, er
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
 				Labels:      map[string]string{backupLabel: "policy"},
-				Annotations: map[string]string{templates.LastRotatedAnnotation: time.Now().UTC().Format(time.RFC3339)}},
+				Annotations: map[string]string{templates.LastRotatedAnnotation: r.clock().Now().UTC().Format(time.RFC3339)}},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{"key": k},
 		}
@@ -53,6 +54,13 @@ func (r *Reconciler) clusterKey(ctx context.Context, cluster string) ([]byte, er
 		return nil, fmt.Errorf("the encryption key Secret %s/%s: data.key is %d bytes, want an AES-256 key of %d", key.Namespace, key.Name, len(k), templates.KeySize)
 	}
 	return k, nil
+}
+
+func (r *Reconciler) clock() clock.PassiveClock {
+	if r.Clock != nil {
+		return r.Clock
+	}
+	return clock.RealClock{}
 }
 
 func (r *Reconciler) apiReader() client.Reader {

@@ -153,11 +153,7 @@ func (r *Reconciler) setupKeyRotation(mgr ctrl.Manager, rootController interface
 	if err := rootController.Watch(source.Channel(roots, &handler.EnqueueRequestForObject{})); err != nil {
 		return err
 	}
-	clk := r.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	k := &keyRotator{client: r.Client, keys: keys, replica: r.Reader, clock: clk, period: period, roots: roots}
+	k := &keyRotator{client: r.Client, keys: keys, replica: r.Reader, clock: r.clock(), period: period, roots: roots}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("encryption-key-rotation").
 		// A process may build the hub's manager more than once (tests restart it in-process).
