@@ -21,6 +21,9 @@ func HubRole(clusterName string) *rbacv1.Role {
 			// The cluster's rolled-up policy reports (reports/rollup), one per replicated policy.
 			{APIGroups: []string{"openreports.io"}, Resources: []string{"reports"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+			// The cluster's policy encryption key, which the agent copies to the managed cluster to
+			// decrypt what hub templates encrypted; no other Secret.
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{EncryptionKeySecret}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{AddonName}, Verbs: []string{"get", "update"}},
 		},
@@ -35,3 +38,7 @@ func HubRoleBinding(clusterName string, subject rbacv1.Subject) *rbacv1.RoleBind
 		Subjects:   []rbacv1.Subject{subject},
 	}
 }
+
+// EncryptionKeySecret is the Secret in a cluster namespace holding the cluster's policy
+// encryption key (OCM's name; templates.EncryptionKeySecret).
+const EncryptionKeySecret = "policy-encryption-key"

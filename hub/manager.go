@@ -75,11 +75,13 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("hub manager: %w", err)
 	}
 	r := &propagator.Reconciler{
-		Client:   mgr.GetClient(),
-		Reader:   mgr.GetCache(),
-		Planner:  rollout.NewPlanner(opts.Clock),
-		Recorder: mgr.GetEventRecorder("regent-hub"),
-		Workers:  opts.Workers,
+		Client: mgr.GetClient(),
+		Reader: mgr.GetCache(),
+		// The encryption key Secrets of hub templates, read by name and never cached.
+		APIReader: mgr.GetAPIReader(),
+		Planner:   rollout.NewPlanner(opts.Clock),
+		Recorder:  mgr.GetEventRecorder("regent-hub"),
+		Workers:   opts.Workers,
 		// Negative (no cap) stays negative: the reconciler caps only when positive.
 		MaxReplicatedBytes: opts.MaxReplicatedBytes,
 	}

@@ -26,6 +26,7 @@ import (
 	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
 	"regent.dev/regent/spoke-addon/configpolicy"
+	"regent.dev/regent/spoke-addon/secretsync"
 	"regent.dev/regent/spoke-addon/specsync"
 	"regent.dev/regent/spoke-addon/statussync"
 	"regent.dev/regent/spoke-addon/templatesync"
@@ -155,6 +156,10 @@ func New(opts Options) (manager.Manager, error) {
 		func() error {
 			return (&templatesync.Reconciler{Client: mgr.GetClient(), ClusterNamespace: opts.ClusterName,
 				Recorder: mgr.GetEventRecorderFor("regent-templatesync")}).SetupWithManager(mgr)
+		},
+		func() error {
+			return (&secretsync.Reconciler{Hub: opts.Hub, Local: mgr.GetClient(), LocalReader: mgr.GetAPIReader(),
+				Namespace: opts.ClusterName, Recorder: mgr.GetEventRecorderFor("regent-secretsync")}).SetupWithManager(mgr)
 		},
 		func() error {
 			return (&statussync.Reconciler{Local: mgr.GetClient(), HubReader: hub.GetCache(), HubWriter: hub.GetClient()}).

@@ -117,6 +117,8 @@ func TestSpokeAddon(t *testing.T) {
 
 	t.Run("PlantedReplicaNeverReachesTheCluster", s.plantedReplicaNeverReachesTheCluster)
 
+	t.Run("EncryptionKeyReachesTheCluster", s.encryptionKeyReachesTheCluster)
+
 	t.Run("ManagedClustersCopyShowsTheHubsRolloutStatus", func(t *testing.T) { s.rolloutStatusReachesTheCopy(t, f.Managed[0].Config) })
 
 	t.Run("StatusReachesTheHubWithTheGenerationEvaluated", func(t *testing.T) {

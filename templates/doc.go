@@ -11,4 +11,8 @@
 // Object definitions are resolved as YAML text, as OCM does: the JSON is rendered to YAML, the
 // template runs over the text and the result is parsed back. That is what lets a template emit
 // structure (toLiteral, copySecretData, autoindent) and typed scalars (toInt, toBool).
+//
+// Hub templates never put a Secret's value on a replica in clear: fromSecret, copySecretData and
+// protect encrypt under the managed cluster's key (encryption.go, OCM's format and names), and the
+// managed cluster decrypts before its own templates run.
 package templates

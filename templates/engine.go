@@ -60,7 +60,7 @@ func HasTemplates(text []byte, hub bool) bool {
 
 // ResolveJSON resolves the templates of a JSON object definition and returns it as JSON.
 func ResolveJSON(ctx context.Context, raw []byte, cfg Config) ([]byte, error) {
-	y, err := yaml.JSONToYAML(raw)
+	y, err := jsonToYAML(raw)
 	if err != nil {
 		return nil, fmt.Errorf("convert the object definition to YAML: %w", err)
 	}

@@ -32,6 +32,9 @@ func TestResolveJSON(t *testing.T) {
 		{"toInt", `{"spec":{"replicas":"{{ fromConfigMap \"ns\" \"cm\" \"n\" | toInt }}"}}`, `{"spec":{"replicas":7}}`},
 		{"toBool", `{"spec":{"paused":"{{ fromConfigMap \"ns\" \"cm\" \"flag\" | toBool }}"}}`, `{"spec":{"paused":true}}`},
 		{"copyConfigMapData", `{"data":"{{ copyConfigMapData \"ns\" \"cm\" }}"}`, `{"data":{"flag":"true","n":"7","script":"a\nb\n"}}`},
+		// Past 80 columns: the action is not folded onto two lines, where its quotes were lost.
+		{"long line", `{"spec":{"template":{"metadata":{"annotations":{"x":"{{ copyConfigMapData \"ns\" \"cm\" }}{{/* a comment long enough to pass eighty columns */}}"}}}}}`,
+			`{"spec":{"template":{"metadata":{"annotations":{"x":{"flag":"true","n":"7","script":"a\nb\n"}}}}}}`},
 		{"untouched hub text", `{"data":{"v":"{{hub .ManagedClusterName hub}}"}}`, ``},
 	}
 	for _, tc := range cases {

@@ -85,6 +85,16 @@ func installNamespaceRole(ns string) *rbacv1.Role {
 	})
 }
 
+// clusterNamespaceRole: the cluster's policy encryption key, which the agent copies from the hub
+// (spoke-addon/secretsync) into the cluster namespace, where ConfigurationPolicies decrypt with
+// it. create cannot be limited by name; that namespace holds only the policy copies.
+func clusterNamespaceRole(cluster string) *rbacv1.Role {
+	return role(cluster, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{addonidentity.EncryptionKeySecret}, Verbs: []string{"get", "update", "delete"}},
+	})
+}
+
 // agentPoliciesRole is filled by the cluster's ClusterRole aggregation controller with the rules
 // of every ClusterRole labelled addonidentity.AggregateToSpokeAddonLabel=true.
 func agentPoliciesRole() *rbacv1.ClusterRole {

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,6 +103,16 @@ func agentWorkload(clusterName, ns, image string, config *addonapiv1beta1.AddOnD
 		objs = append(objs, psNamespace)
 	}
 	objs = append(objs, agentRBAC(sa.Name, ns)...)
+	// The cluster namespace, which the agent also creates on start, comes with the agent's Role
+	// there; like the policy servers' namespace it stays when the addon is disabled.
+	clusterNamespace := &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName,
+			Annotations: map[string]string{addonapiv1beta1.DeletionOrphanAnnotationKey: ""}},
+	}
+	keyRole := clusterNamespaceRole(clusterName)
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}
+	objs = append(objs, clusterNamespace, keyRole, roleBinding(keyRole, subject))
 	return append(objs, deploy), nil
 }
 

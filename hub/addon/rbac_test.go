@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,30 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 		return err == nil && len(got.Status.Status) == 1, fmt.Sprintf("root status: %v %+v", err, got.Status)
 	})
 
+	// A hub template that encrypts: the hub makes the cluster's key Secret under these rules too.
+	secretRoot := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "protected", Namespace: "team1"},
+		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform, PolicyTemplates: []*policyv1.PolicyTemplate{{
+			ObjectDefinition: runtime.RawExtension{Raw: []byte(`{"apiVersion":"policy.open-cluster-management.io/v1","kind":"ConfigurationPolicy","metadata":{"name":"protected"},"spec":{"severity":"low","object-templates":[{"complianceType":"musthave","objectDefinition":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"default"},"data":{"v":"{{hub \"hidden\" | protect hub}}"}}}]}}`)}}}}}
+	if err := admin.Create(ctx, secretRoot); err != nil {
+		t.Fatal(err)
+	}
+	binding.Subjects = append(binding.Subjects, policyv1.Subject{APIGroup: policyv1.GroupVersion.Group, Kind: "Policy", Name: "protected"})
+	if err := admin.Update(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		rep := &policyv1.Policy{}
+		err := admin.Get(ctx, client.ObjectKey{Namespace: "cluster1", Name: "team1.protected"}, rep)
+		if err != nil || len(rep.Spec.PolicyTemplates) == 0 {
+			return false, fmt.Sprintf("encrypted replica: %v", err)
+		}
+		raw := string(rep.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
+		return strings.Contains(raw, "$ocm_encrypted:") && !strings.Contains(raw, "hidden"), "replica with the value encrypted: " + raw
+	})
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "cluster1", Name: "policy-encryption-key"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the cluster's key Secret: %v", err)
+	}
+
 	// The addon registers: its Role and binding in the cluster namespace, its registration, its
 	// agent's ManifestWork, and the agent's CSR approved.
 	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: "regent", Namespace: "cluster1"}}
@@ -190,8 +215,20 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	}
 	_, err = kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 	forbidden("list Secrets cluster-wide", err)
+	// What the key rotation watches with: the key Secrets, by name, in every cluster namespace.
+	if keys, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=policy-encryption-key"}); err != nil || len(keys.Items) != 1 {
+		t.Errorf("list the clusters' key Secrets by name: %v", err)
+	}
 	_, err = kube.CoreV1().Secrets(hubNamespace).List(ctx, metav1.ListOptions{})
 	forbidden("list Secrets in its own namespace", err)
+	// It may create Secrets (the clusters' policy encryption keys), but no token Secret it could
+	// read back under the one name it may read, and no other Secret.
+	_, err = kube.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-encryption-key", Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+		Type:       corev1.SecretTypeServiceAccountToken}, metav1.CreateOptions{})
+	forbidden("create a ServiceAccount token Secret", err)
+	_, err = kube.CoreV1().Secrets("cluster1").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+	forbidden("create a Secret other than policy-encryption-key", err)
 	role, err := kube.RbacV1().Roles("cluster1").Get(ctx, "regent-addon", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get the addon role: %v", err)

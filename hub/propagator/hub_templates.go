@@ -44,7 +44,9 @@ func hasHubTemplates(root *policyv1.Policy) bool {
 
 // resolveHubTemplates returns spec with the hub templates of its policy templates resolved for
 // cluster. Templates read only the root's namespace, as OCM allows.
-func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec) (*policyv1.PolicySpec, error) {
+// Values read from Secrets (fromSecret, copySecretData) and piped into protect are encrypted with
+// enc, as OCM does; each template that encrypted something carries the IV annotation.
+func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, enc *replicaEncryption) (*policyv1.PolicySpec, error) {
 	// Unstructured: the hub's scheme does not carry ManagedCluster.
 	mc := &unstructured.Unstructured{}
 	mc.SetGroupVersionKind(clusterv1.SchemeGroupVersion.WithKind("ManagedCluster"))
@@ -59,6 +61,7 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 	}
 	cfg := templates.Config{
 		Hub:       true,
+		Protect:   enc.protect,
 		Namespace: root.Namespace,
 		Reader:    &hubReader{r: r, root: client.ObjectKeyFromObject(root)},
 		Data: map[string]any{
@@ -74,9 +77,15 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 		if t == nil || !templates.HasTemplates(t.ObjectDefinition.Raw, true) {
 			continue
 		}
+		before := enc.calls
 		raw, err := templates.ResolveJSON(ctx, t.ObjectDefinition.Raw, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("policy-templates[%d]: %w", i, err)
+		}
+		if iv := enc.ivAnnotation(); iv != "" && enc.calls > before {
+			if raw, err = annotateIV(raw, iv); err != nil {
+				return nil, fmt.Errorf("policy-templates[%d]: %w", i, err)
+			}
 		}
 		out.PolicyTemplates[i].ObjectDefinition.Raw = raw
 	}
@@ -88,7 +97,8 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 // A template that does not resolve leaves the replica as it is; the error is the cluster's
 // write failure, which the root reports.
 func (r *Reconciler) writeTemplatedSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
-	resolved, err := r.resolveHubTemplates(ctx, root, cluster, spec)
+	enc := &replicaEncryption{r: r, ctx: ctx, cluster: cluster, existing: existing}
+	resolved, err := r.resolveHubTemplates(ctx, root, cluster, spec, enc)
 	if err != nil {
 		return fmt.Errorf("hub templates of %s/%s for cluster %s: %w", root.Namespace, root.Name, cluster, err)
 	}
@@ -97,6 +107,10 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, root *policyv1.Poli
 		want.Annotations = map[string]string{}
 	}
 	want.Annotations[hubTemplatesAnnotation] = hash + "." + SpecHash(resolved)
+	// OCM keeps the IV on the replica too: the next resolution reuses it.
+	if iv := enc.ivAnnotation(); iv != "" {
+		want.Annotations[templates.IVAnnotation] = iv
+	}
 	if existing != nil && mapsEqual(existing.Labels, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,7 +31,15 @@ type Reconciler struct {
 	// Client writes to the apiserver; reads go to Reader.
 	Client client.Client
 	// Reader is the manager's cache.
-	Reader   client.Reader
+	Reader client.Reader
+	// APIReader reads what must not be cached: the clusters' encryption key Secrets, which the
+	// hub may get by name but not list. Client when nil.
+	APIReader client.Reader
+	// KeyRotation is how often the clusters' encryption keys are replaced: DefaultKeyRotation
+	// when zero, never when negative.
+	KeyRotation time.Duration
+	// Clock times key rotation; the real clock when nil.
+	Clock    clock.PassiveClock
 	Planner  *rollout.Planner
 	Recorder events.EventRecorder
 	// Workers bounds the writes one reconcile issues at once.

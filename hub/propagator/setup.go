@@ -68,7 +68,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}
 	r.templateWatches = &templateWatches{cache: mgr.GetCache(), controller: c,
 		started: map[schema.GroupVersionKind]bool{}, readers: map[schema.GroupVersionKind]map[types.NamespacedName]bool{}}
-	return nil
+	return r.setupKeyRotation(mgr, c)
 }
 
 // indexReplicas indexes replicas by their root. On the informer's own indexer when it exposes it:

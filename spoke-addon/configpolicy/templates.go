@@ -26,13 +26,17 @@ func (e *evaluator) objectTemplates(ctx context.Context, p *policyv1.Configurati
 	disabled := strings.EqualFold(p.GetAnnotations()[templates.DisableAnnotation], "true")
 	r := &clusterReader{e: e, policy: client.ObjectKeyFromObject(p), out: out}
 	cfg := templates.Config{Reader: r}
+	// Values hub templates encrypted are decrypted first, as OCM does: templates here may use them.
+	dec := &decrypter{policy: p, reader: r}
 	if p.Spec.ObjectTemplatesRaw != "" {
 		if len(p.Spec.ObjectTemplates) > 0 {
 			return nil, "spec.object-templates and spec.object-templates-raw cannot both be set", nil
 		}
-		raw := p.Spec.ObjectTemplatesRaw
+		raw, err := dec.text(ctx, p.Spec.ObjectTemplatesRaw)
+		if err != nil {
+			return nil, "", r.fail(err)
+		}
 		if !disabled {
-			var err error
 			if raw, err = templates.ResolveText(ctx, raw, cfg); err != nil {
 				return nil, "", r.fail(err)
 			}
@@ -43,21 +47,33 @@ func (e *evaluator) objectTemplates(ctx context.Context, p *policyv1.Configurati
 		}
 		return parsed, "", nil
 	}
-	if disabled {
-		return p.Spec.ObjectTemplates, "", nil
-	}
 	resolved := make([]*policyv1.ObjectTemplate, len(p.Spec.ObjectTemplates))
 	for i, t := range p.Spec.ObjectTemplates {
 		resolved[i] = t
-		if t == nil || !templates.HasTemplates(t.ObjectDefinition.Raw, false) {
+		if t == nil {
 			continue
 		}
-		def, err := templates.ResolveJSON(ctx, t.ObjectDefinition.Raw, cfg)
+		encrypted := templates.HasEncrypted(t.ObjectDefinition.Raw)
+		resolve := !disabled && templates.HasTemplates(t.ObjectDefinition.Raw, false)
+		if !encrypted && !resolve {
+			continue
+		}
+		def, err := dec.json(ctx, t.ObjectDefinition.Raw)
 		if err != nil {
-			return nil, "", r.fail(err)
+			return nil, "", r.fail(fmt.Errorf("object-templates[%d]: %w", i, err))
+		}
+		if resolve {
+			if def, err = templates.ResolveJSON(ctx, def, cfg); err != nil {
+				return nil, "", r.fail(err)
+			}
 		}
 		c := t.DeepCopy()
 		c.ObjectDefinition.Raw = def
+		// A decrypted value is a secret whatever the kind: its diff stays out of the status
+		// unless the policy asks for it, as OCM does for templates with sensitive data.
+		if encrypted && c.RecordDiff == "" {
+			c.RecordDiff = recordDiffCensored
+		}
 		resolved[i] = c
 	}
 	return resolved, "", nil

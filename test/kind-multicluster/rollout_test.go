@@ -145,6 +145,8 @@ spec: {clusterSet: e2e}`, placementYAML)
 		}
 	})
 
+	t.Run("HubTemplateEncryptedValueReachesTheClusterInClear", e.encryptedValueReachesTheClusterInClear)
+
 	t.Run("DependentTemplateWaitsForItsDependency", func(t *testing.T) {
 		e.apply(t, policyYAML("gate", "type: All", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gate, namespace: gate-ns}", "")...)
 		e.apply(t, policyYAML("gated", "type: All", "apiVersion: v1\nkind: Namespace\nmetadata: {name: e2e-gated}",
