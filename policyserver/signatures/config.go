@@ -2,6 +2,8 @@ package signatures
 
 import (
 	"crypto"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +23,20 @@ type Config struct {
 	APIVersion string        `json:"apiVersion"`
 	AllOf      []Requirement `json:"allOf,omitempty"`
 	AnyOf      *AnyOf        `json:"anyOf,omitempty"`
+
+	fingerprint string
+	// broken is why the configuration cannot be used; such a Config trusts nothing.
+	broken error
 }
+
+// Broken is a configuration that could not be read: it trusts no module, and every refusal says
+// why, so a typo in the ConfigMap shows on every policy instead of serving modules unverified.
+func Broken(err error) *Config {
+	return &Config{broken: err, fingerprint: "unusable"}
+}
+
+// Fingerprint names this configuration's content, to tell what a module was verified against.
+func (c *Config) Fingerprint() string { return c.fingerprint }
 
 // AnyOf lists requirements of which at least MinimumMatches (default 1) must be met.
 type AnyOf struct {
@@ -111,6 +126,8 @@ func Parse(b []byte) (*Config, error) {
 	if len(c.AllOf) == 0 && (c.AnyOf == nil || len(c.AnyOf.Signatures) == 0) {
 		return nil, errors.New("no requirement in allOf or anyOf: every module would be trusted")
 	}
+	sum := sha256.Sum256(b)
+	c.fingerprint = "sha256:" + hex.EncodeToString(sum[:8])
 	return &c, nil
 }
 

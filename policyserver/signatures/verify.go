@@ -20,6 +20,9 @@ var ErrUntrusted = errors.New("module signature not trusted")
 // Verify fetches the signatures of the artifact at digest and checks them against c; the error
 // wraps ErrUntrusted and says which requirement is not met, and why.
 func (c *Config) Verify(ctx context.Context, digest name.Digest, opts ...remote.Option) error {
+	if c.broken != nil {
+		return fmt.Errorf("%w: the verification config cannot be used, so no module is trusted: %v", ErrUntrusted, c.broken)
+	}
 	sigs, err := Fetch(ctx, digest, opts...)
 	if err != nil {
 		return err // the registry failed us, which says nothing of the signatures: retried
@@ -32,6 +35,9 @@ func (c *Config) Verify(ctx context.Context, digest name.Digest, opts ...remote.
 
 // Check checks signatures, already fetched, of the artifact of manifest digest (sha256:<hex>).
 func (c *Config) Check(digest string, sigs []Signature) error {
+	if c.broken != nil {
+		return fmt.Errorf("%w: the verification config cannot be used, so no module is trusted: %v", ErrUntrusted, c.broken)
+	}
 	var unmet []string
 	for i := range c.AllOf {
 		if why := c.AllOf[i].metBy(digest, sigs); why != "" {
