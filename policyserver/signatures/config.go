@@ -165,3 +165,21 @@ func (r *Requirement) owner() string {
 func (r *Requirement) String() string {
 	return r.Kind + r.owner()
 }
+
+// PubKeys is the configuration a policy's pub-key verification request stands for, as
+// Kubewarden reads it: every key must have signed the artifact, each signature carrying the
+// annotations.
+func PubKeys(keys []string, annotations map[string]string) (*Config, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no public key given: nothing to verify against")
+	}
+	c := &Config{APIVersion: "v1", fingerprint: "request"}
+	for i, k := range keys {
+		r := Requirement{Kind: KindPubKey, Key: k, Annotations: annotations}
+		if err := r.compile(); err != nil {
+			return nil, fmt.Errorf("pub_keys[%d]: %w", i, err)
+		}
+		c.AllOf = append(c.AllOf, r)
+	}
+	return c, nil
+}
