@@ -1,13 +1,18 @@
 package admissionpolicy
 
 import (
+	"context"
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 // A PolicyServer's verificationConfig reaches every policy server pod as Kubewarden lays it
@@ -51,4 +56,50 @@ func check(t *testing.T, spec corev1.PodSpec) []string {
 		t.Errorf("verification volume not mounted read-only: %+v", c.VolumeMounts)
 	}
 	return c.Args
+}
+
+// The policy server reads its verificationConfig at start: creating the ConfigMap after the
+// PolicyServer, or editing it, rolls the replicas and the leader (a pod template annotation
+// names its content), so the pods always trust what the ConfigMap says.
+func TestPolicyServer_VerificationConfigEdited_RollsThePods(t *testing.T) {
+	hub := fleettest.Hub(t)
+	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	ps := &kubewardenv1.PolicyServer{ObjectMeta: metav1.ObjectMeta{Name: "verifying"},
+		Spec: kubewardenv1.PolicyServerSpec{Image: "regent:dev", Replicas: 1, VerificationConfig: "trusted-keys"}}
+	if err := c.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	versions := func() (string, string) {
+		var sts appsv1.StatefulSet
+		var leader appsv1.Deployment
+		if c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: serverObjectName(ps.Name)}, &sts) != nil ||
+			c.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: leaderWorkloadName(ps.Name)}, &leader) != nil {
+			return "", ""
+		}
+		return sts.Spec.Template.Annotations[VerificationConfigAnnotation], leader.Spec.Template.Annotations[VerificationConfigAnnotation]
+	}
+	eventually(t, "pods marked as started without the ConfigMap", func() bool {
+		s, l := versions()
+		return s == "missing" && l == "missing"
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trusted-keys", Namespace: testNamespace},
+		Data: map[string]string{"verification-config": "apiVersion: v1\nallOf: []\n"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	eventually(t, "pods rolled once the ConfigMap exists", func() bool {
+		s, l := versions()
+		first = s
+		return s != "missing" && s != "" && s == l
+	})
+	update(t, c, cm, func() { cm.Data["verification-config"] = "apiVersion: v1\nallOf:\n  - kind: pubKey\n" })
+	eventually(t, "pods rolled after the ConfigMap changed", func() bool {
+		s, l := versions()
+		return s != first && s != "missing" && s == l
+	})
 }

@@ -140,8 +140,8 @@ type PolicyServerSpec struct {
 	// verification-config is Kubewarden's verification configuration (allOf/anyOf of pubKey
 	// requirements, with annotations): only registry modules whose cosign signatures meet it
 	// are loaded, and a module that fails says why on its revision and policy (Initialized,
-	// reason UntrustedModule). Keyless requirements are refused with that reason. The pods read
-	// it when they start: restart them after editing it.
+	// reason UntrustedModule). Keyless requirements are refused with that reason. Editing the
+	// ConfigMap rolls the policy server's pods.
 	// +optional
 	VerificationConfig string `json:"verificationConfig,omitempty"`
 	// SigstoreTrustConfig is refused until Regent verifies policy signatures with Sigstore.
