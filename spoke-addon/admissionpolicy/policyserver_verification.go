@@ -72,4 +72,3 @@ func (r *policyServerReconciler) onVerificationConfig(ctx context.Context, o cli
 	}
 	return out
 }
-
