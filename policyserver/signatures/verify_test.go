@@ -130,3 +130,16 @@ func TestParse_RefusesWhatItCannotCheck(t *testing.T) {
 		})
 	}
 }
+
+// A configuration that cannot be read trusts nothing, and every refusal says why.
+func TestBroken_TrustsNothing_AndSaysWhy(t *testing.T) {
+	host := newRegistry(t)
+	key := signaturestest.NewKey(t)
+	d := pushArtifact(t, host, "policies/any")
+	signaturestest.Sign(t, d, key, nil)
+	_, perr := signatures.Parse([]byte("apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: kubewarden\n"))
+	err := signatures.Broken(perr).Verify(context.Background(), d)
+	if !errors.Is(err, signatures.ErrUntrusted) || !strings.Contains(err.Error(), "keyless signature verification") {
+		t.Fatalf("got %v, want ErrUntrusted saying keyless is not supported", err)
+	}
+}

@@ -205,7 +205,7 @@ func TestPolicyServer_KubewardenSpec_UnhonouredFieldsAreRefusedWithTheReason(t *
 		spec  map[string]any
 		says  string
 	}{
-		{"sigstoreTrustConfig", map[string]any{"sigstoreTrustConfig": "trust"}, "does not verify policy module signatures"},
+		{"sigstoreTrustConfig", map[string]any{"sigstoreTrustConfig": "trust"}, "no custom Sigstore trust root"},
 		{"insecureSources", map[string]any{"insecureSources": []any{"registry.local:5000"}}, "no per-registry exception"},
 		{"sourceAuthorities", map[string]any{"sourceAuthorities": map[string]any{"registry.local": []any{"PEM"}}}, "one registry only"},
 		{"namespacedPoliciesCapabilities", map[string]any{"namespacedPoliciesCapabilities": []any{"oci/*"}}, "host capabilities"},

@@ -144,8 +144,9 @@ type PolicyServerSpec struct {
 	// ConfigMap rolls the policy server's pods.
 	// +optional
 	VerificationConfig string `json:"verificationConfig,omitempty"`
-	// SigstoreTrustConfig is refused until Regent verifies policy signatures with Sigstore.
-	// +kubebuilder:validation:XValidation:rule="self == ''",message="sigstoreTrustConfig is not supported yet: Regent does not verify policy module signatures with Sigstore; remove sigstoreTrustConfig"
+	// SigstoreTrustConfig is refused: it is the trust root of keyless verification, which
+	// Regent does not do yet.
+	// +kubebuilder:validation:XValidation:rule="self == ''",message="sigstoreTrustConfig is not supported yet: Regent's policy server verifies key-based (pubKey) signatures only and takes no custom Sigstore trust root; remove sigstoreTrustConfig"
 	// +optional
 	SigstoreTrustConfig string `json:"sigstoreTrustConfig,omitempty"`
 	// NamespacedPoliciesCapabilities is refused: Regent cannot restrict host capabilities of
