@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle"
 	"regent.dev/regent/policyserver/lifecycle/pull"
+	"regent.dev/regent/policyserver/signatures"
 	"regent.dev/regent/reports/background"
 )
 
@@ -26,7 +28,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var useLifecycle, replicaFromHostname bool
 	var scan background.Options
 	var backgroundScan bool
-	var kubeconfig, leaderKubeconfig, pullCA, role string
+	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig string
 	var reportFlags admissionReportFlags
 	cmd := &cobra.Command{
 		Use:   "policy-server",
@@ -48,6 +50,19 @@ func newPolicyServerCommand() *cobra.Command {
 				if !lc.Pull.CAs.AppendCertsFromPEM(pem) {
 					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
 				}
+			}
+			if verificationConfig != "" {
+				if !useLifecycle {
+					return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
+				}
+				// Unreadable, it refuses every module with the reason (on each revision's status)
+				// rather than stopping the server: the previous revisions keep serving.
+				cfg, err := signatures.LoadFile(verificationConfig)
+				if err != nil {
+					ctrl.Log.Error(err, "the verification config cannot be used: no module will be trusted")
+					cfg = signatures.Broken(err)
+				}
+				lc.Verification = cfg
 			}
 			if !useLifecycle {
 				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, opts.Logger)
@@ -116,6 +131,8 @@ func newPolicyServerCommand() *cobra.Command {
 	f.StringVar(&lc.AdvertiseAddress, "advertise-address", "", "host or host:port other replicas reach this one at (the pod IP; the port defaults to --addr's):\n"+
 		"where they fetch signed cache entries while this replica leads")
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
+	f.StringVar(&verificationConfig, "verification-config", "", "with --lifecycle, Kubewarden's verification-config file (a PolicyServer's verificationConfig ConfigMap):\n"+
+		"only registry modules whose cosign signatures meet it are loaded")
 	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
 	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")

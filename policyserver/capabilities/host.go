@@ -109,8 +109,10 @@ func (h *Host) Call(ctx context.Context, c engine.HostCall) ([]byte, error) {
 		return isCertificateTrusted(c.Payload, h.clock.Now())
 	case "tracing/log":
 		return nil, logLine(h.log, c.Policy, c.Payload)
-	case "oci/v1/verify", "oci/v2/verify":
-		return nil, fmt.Errorf("host capability %s is %w: sigstore signature verification is not implemented", c.Capability(), ErrNotServed)
+	case "oci/v1/verify":
+		return h.registry.verifyV1(ctx, c.Payload)
+	case "oci/v2/verify":
+		return h.registry.verifyV2(ctx, c.Payload)
 	}
 	return nil, fmt.Errorf("host capability %s is %w", c.Capability(), ErrNotServed)
 }

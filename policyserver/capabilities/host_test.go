@@ -11,13 +11,15 @@ import (
 
 func TestHost_CapabilitiesNotServed_SaySo(t *testing.T) {
 	h, _ := New(Options{})
-	for _, tc := range []struct{ binding, namespace, operation, want string }{
-		{"kubewarden", "oci", "v2/verify", "host capability kubewarden/oci/v2/verify is not served by this policy server: sigstore signature verification is not implemented"},
-		{"kubewarden", "oci", "v1/verify", "host capability kubewarden/oci/v1/verify is not served by this policy server: sigstore signature verification is not implemented"},
-		{"kubewarden", "oci", "v1/oci_manifest_config", "host capability kubewarden/oci/v1/oci_manifest_config is not served by this policy server"},
-		{"acme", "kv", "get", "host capability acme/kv/get is not served by this policy server (it serves the binding kubewarden only)"},
+	for _, tc := range []struct{ binding, namespace, operation, payload, want string }{
+		{"kubewarden", "oci", "v2/verify", `{"type":"SigstoreKeylessVerify","image":"x","keyless":[]}`,
+			"oci v2/verify SigstoreKeylessVerify is not served by this policy server: only SigstorePubKeyVerify is; keyless and certificate verification are not implemented"},
+		{"kubewarden", "oci", "v1/verify", `{"SigstoreKeylessVerify":{"image":"x","keyless":[]}}`,
+			"oci v1/verify SigstoreKeylessVerify is not served by this policy server: only SigstorePubKeyVerify is; keyless and certificate verification are not implemented"},
+		{"kubewarden", "oci", "v1/oci_manifest_config", "", "host capability kubewarden/oci/v1/oci_manifest_config is not served by this policy server"},
+		{"acme", "kv", "get", "", "host capability acme/kv/get is not served by this policy server (it serves the binding kubewarden only)"},
 	} {
-		_, err := h.Call(context.Background(), engine.HostCall{Binding: tc.binding, Namespace: tc.namespace, Operation: tc.operation})
+		_, err := h.Call(context.Background(), engine.HostCall{Binding: tc.binding, Namespace: tc.namespace, Operation: tc.operation, Payload: []byte(tc.payload)})
 		if !errors.Is(err, ErrNotServed) || err.Error() != tc.want {
 			t.Errorf("want %q, got %v", tc.want, err)
 		}

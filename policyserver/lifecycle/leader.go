@@ -108,7 +108,7 @@ func (l *leader) sync(ctx context.Context) error {
 		}
 		listed[rev.UID] = true
 		if key, ok := l.prepared[rev.UID]; ok {
-			if !reportedInitialization(rev) {
+			if !reportedInitialization(rev, l.opts.verifiedWith()) {
 				// The informer has not shown the outcome this leader wrote yet: neither prepare
 				// the revision again nor let GC take the entry just built for it.
 				if key != "" {
@@ -184,6 +184,10 @@ func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 		return true
 	}
 	if c.Status == metav1.ConditionTrue {
+		if rev.Status.VerifiedSignatures != l.opts.verifiedWith() {
+			// Initialized before this verificationConfig (or under another): verify it now.
+			return true
+		}
 		if c.Reason == ReasonInitializedUnsigned {
 			// Signed once the key can be read: a new process (with a leader identity) or a
 			// reissued Secret sets retrySigning.
@@ -194,17 +198,18 @@ func (l *leader) needsInit(rev revision, retrySigning bool) bool {
 	switch c.Reason {
 	case ReasonSignError:
 		return retrySigning || l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
-	case ReasonPullError:
+	case ReasonPullError, ReasonUntrustedModule:
 		return l.opts.Clock.Since(c.LastTransitionTime.Time) >= l.opts.RetryInterval
 	}
 	return false // a bad module or bad settings stay bad: the policy needs a new generation
 }
 
 // reportedInitialization tells whether rev shows an outcome of preparing its generation.
-func reportedInitialization(rev revision) bool {
+func reportedInitialization(rev revision, verifiedWith string) bool {
 	c := findCondition(rev.Status.Conditions, kubewardenv1.PolicyCondition{Type: kubewardenv1.ConditionInitialized})
 	return c != nil && c.PolicyGeneration == rev.Spec.PolicyGeneration && c.Status != metav1.ConditionUnknown &&
-		(c.Status != metav1.ConditionTrue || rev.Status.CacheKey != "" || c.Reason == ReasonInitializedUnsigned)
+		(c.Status != metav1.ConditionTrue || ((rev.Status.CacheKey != "" || c.Reason == ReasonInitializedUnsigned) &&
+			rev.Status.VerifiedSignatures == verifiedWith))
 }
 
 type signingKeys struct {
@@ -273,6 +278,9 @@ func (l *leader) initialize(ctx context.Context, rev revision, prepare func() (d
 	}
 	cond := rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitialized,
 		fmt.Sprintf("module %s compiled for %s, settings valid, cache entry %s signed", digest, l.cache.Version, key))
+	if fp := l.opts.verifiedWith(); err == nil && fp != "" {
+		cond.Message += fmt.Sprintf("; signatures verified against the verificationConfig (%s)", fp)
+	}
 	if err == nil && key == "" {
 		cond = rev.condition(kubewardenv1.ConditionInitialized, true, ReasonInitializedUnsigned, unsigned(digest))
 	}
@@ -291,6 +299,13 @@ func (l *leader) initialize(ctx context.Context, rev revision, prepare func() (d
 		}
 		if key != "" && r.Status.CacheKey != key {
 			r.Status.CacheKey, changed = key, true
+		}
+		verified := ""
+		if err == nil {
+			verified = l.opts.verifiedWith()
+		}
+		if r.Status.VerifiedSignatures != verified {
+			r.Status.VerifiedSignatures, changed = verified, true
 		}
 		var ch bool
 		r.Status.Conditions, ch = setCondition(r.Status.Conditions, cond, now)
@@ -371,7 +386,7 @@ func (l *leader) clearStaging() {
 // *stepError naming the step that failed.
 func (l *leader) prepareRevision(ctx context.Context, rev revision, keys signingKeys, pulled pullResult) (digest, key string, err error) {
 	if pulled.err != nil {
-		return "", "", &stepError{ReasonPullError, pulled.err}
+		return "", "", pullError(pulled.err)
 	}
 	src, err := compileSource(ctx, rev, pulled.module, l.privateDir, &l.sources)
 	if err != nil {

@@ -95,7 +95,9 @@ func (r *replica) sync(ctx context.Context) error {
 			r.log.Error(err, "skipping revision")
 			continue
 		}
-		if rev.Spec.Enabled && rev.initialized() {
+		if rev.Spec.Enabled && rev.initialized() && rev.Status.VerifiedSignatures == r.opts.verifiedWith() {
+			// A revision not verified against this replica's verificationConfig waits for the
+			// leader to verify it: it is never served on trust.
 			want[rev.key] = rev
 		}
 	}

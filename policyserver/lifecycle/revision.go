@@ -15,8 +15,12 @@ import (
 
 // Condition reasons written by the policy server.
 const (
-	ReasonInitialized     = "Initialized"
-	ReasonPullError       = "PullError"
+	ReasonInitialized = "Initialized"
+	ReasonPullError   = "PullError"
+	// ReasonUntrustedModule: the PolicyServer has a verificationConfig and the module's
+	// signatures do not meet it (or it comes from where no signature can be); retried, since
+	// a signature is often pushed after its module.
+	ReasonUntrustedModule = "UntrustedModule"
 	ReasonCompileError    = "CompileError"
 	ReasonInvalidSettings = "InvalidSettings"
 	ReasonSignError       = "SignError"

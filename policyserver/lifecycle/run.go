@@ -30,6 +30,7 @@ import (
 	"regent.dev/regent/policyserver/lifecycle/pull"
 	"regent.dev/regent/policyserver/lifecycle/signing"
 	"regent.dev/regent/policyserver/registry"
+	"regent.dev/regent/policyserver/signatures"
 	"regent.dev/regent/reports/background"
 )
 
@@ -72,6 +73,10 @@ type Options struct {
 	Server policyserver.Options
 	// Pull configures module pulls (CAs for https and registries).
 	Pull pull.Options
+	// Verification, when set, is the PolicyServer's verificationConfig: the leader initializes
+	// only modules whose signatures meet it (Pull.Verifier is set to it), and replicas serve only
+	// revisions verified against it.
+	Verification *signatures.Config
 	// Background runs the background scan of reports while this replica leads (nil: none);
 	// Config, Namespace, PolicyServer, Registerer and Logger are filled in from these options.
 	Background *background.Options
@@ -95,6 +100,15 @@ type Options struct {
 	// keepLeaseOnStop leaves the leader and replica Leases held when ctx ends, as a crashed
 	// process would: tests use it to kill a replica.
 	keepLeaseOnStop bool
+}
+
+// verifiedWith is the fingerprint a revision must have been verified under: "" without a
+// verificationConfig.
+func (o Options) verifiedWith() string {
+	if o.Verification == nil {
+		return ""
+	}
+	return o.Verification.Fingerprint()
 }
 
 // cacheRoot is the directory of signed entries, and whether other replicas see it too.
@@ -124,6 +138,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Pull.MaxBytes <= 0 {
 		o.Pull.MaxBytes = pull.DefaultMaxModuleBytes
+	}
+	if o.Verification != nil {
+		o.Pull.Verifier = o.Verification
 	}
 	if o.Server.PoliciesFile != "" {
 		return o, errors.New("policy server lifecycle: policies come from PolicyRevisions, not a policies file")

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -11,6 +12,7 @@ import (
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/lifecycle/cache"
 	"regent.dev/regent/policyserver/lifecycle/pull"
+	"regent.dev/regent/policyserver/signatures"
 )
 
 // stepError is a failure with the condition reason it is reported under.
@@ -29,9 +31,18 @@ func (e *stepError) Unwrap() error { return e.err }
 func prepare(ctx context.Context, r revision, opts pull.Options, scratch string, memo *compiledSources) (cache.Source, error) {
 	m, err := pull.Fetch(ctx, r.spec.Module, opts)
 	if err != nil {
-		return cache.Source{}, &stepError{ReasonPullError, err}
+		return cache.Source{}, pullError(err)
 	}
 	return compileSource(ctx, r, m, scratch, memo)
+}
+
+// pullError reports a failed pull under its reason: an untrusted module is told apart from a
+// registry or server that failed.
+func pullError(err error) *stepError {
+	if errors.Is(err, signatures.ErrUntrusted) || errors.Is(err, pull.ErrUnsignedSource) {
+		return &stepError{ReasonUntrustedModule, err}
+	}
+	return &stepError{ReasonPullError, err}
 }
 
 // compileSource turns a pulled module into the wasm the engine loads.

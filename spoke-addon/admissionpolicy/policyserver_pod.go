@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver/signatures"
 )
 
 // Where a policy server pod keeps things. The signed cache is the volume "cache"; the private
@@ -132,6 +133,9 @@ func policyServerArgs(ps *kubewardenv1.PolicyServer, namespace, role string) []s
 	if role == "replica" {
 		args = append(args, "--replica-from-hostname")
 	}
+	if ps.Spec.VerificationConfig != "" {
+		args = append(args, "--verification-config="+verificationMount+"/"+signatures.ConfigMapKey)
+	}
 	return append(args, cacheFlag, "--cache-dir="+workMount+"/private",
 		"--advertise-address=$(POD_IP)",
 		fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
@@ -160,6 +164,15 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(cacheSize.DeepCopy())}}})
 	default:
 		// The StatefulSet's claim template "cache" gives each replica its own volume.
+	}
+	if ps.Spec.VerificationConfig != "" {
+		// Kubewarden's layout: the ConfigMap, in the policy server's namespace, holds the
+		// configuration under the key verification-config. Optional, so that a missing one
+		// does not hold the pod in ContainerCreating: the server then trusts no module and
+		// says why on every revision.
+		volumes = append(volumes, corev1.Volume{Name: verificationVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ps.Spec.VerificationConfig}, Optional: ptr.To(true),
+			Items: []corev1.KeyToPath{{Key: signatures.ConfigMapKey, Path: signatures.ConfigMapKey}}}}})
 	}
 	pod := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(ps, labels)},
@@ -208,9 +221,19 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			Volumes: volumes,
 		},
 	}
+	if ps.Spec.VerificationConfig != "" {
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: verificationVolume, MountPath: verificationMount, ReadOnly: true})
+	}
 	applyUserSettings(ps, &pod)
 	return pod
 }
+
+// verificationVolume holds a PolicyServer's verificationConfig ConfigMap, at verificationMount.
+const (
+	verificationVolume = "verification"
+	verificationMount  = "/verification"
+)
 
 // replaceStalePods deletes, one at a time and only while every other replica is Ready, a pod
 // whose cache volume is not what the StatefulSet's template now asks for (after a change of

@@ -125,6 +125,10 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 	if err := r.applyCacheClaim(ctx, ps, selector); err != nil {
 		return err
 	}
+	verification, err := r.verificationVersion(ctx, ps)
+	if err != nil {
+		return err
+	}
 	claims := cacheClaimTemplates(ps, selector)
 	if err := r.replaceForClaims(ctx, name, claims); err != nil {
 		return err
@@ -137,11 +141,12 @@ func (r *policyServerReconciler) apply(ctx context.Context, ps *kubewardenv1.Pol
 		s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 		s.Spec.Selector = &metav1.LabelSelector{MatchLabels: selector}
 		s.Spec.Template = statefulSetPod(ps, r.namespace, selector)
+		setVerificationVersion(&s.Spec.Template, verification)
 		s.Spec.VolumeClaimTemplates = claims
 	}); err != nil {
 		return err
 	}
-	if err := r.applyLeaderWorkload(ctx, ps, selector); err != nil {
+	if err := r.applyLeaderWorkload(ctx, ps, selector, verification); err != nil {
 		return err
 	}
 	if err := r.applyDisruptionBudget(ctx, ps, selector); err != nil {

@@ -170,6 +170,8 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 			}
 			return nil
 		})))
+	// The verificationConfig ConfigMaps: an edit rolls the pods that read it.
+	b = b.WatchesRawSource(source.Kind[client.Object](nsCache, &corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.onVerificationConfig)))
 	b = r.watchRBACInputs(b, nsCache, clusterCache, owner)
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).Complete(r); err != nil {
 		return fmt.Errorf("build %s: %w", name, err)

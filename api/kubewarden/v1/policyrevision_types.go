@@ -48,6 +48,13 @@ type PolicyRevisionStatus struct {
 	// CacheKey locates the precompiled, signed module in the shared cache.
 	// +optional
 	CacheKey string `json:"cacheKey,omitempty"`
+	// VerifiedSignatures is the fingerprint of the PolicyServer's verificationConfig the
+	// module's signatures were verified against when the leader initialized it; empty when no
+	// verification was configured. A replica with a verificationConfig serves only revisions
+	// verified against its own, so a module loaded before the configuration changed is checked
+	// again rather than served unverified.
+	// +optional
+	VerifiedSignatures string `json:"verifiedSignatures,omitempty"`
 	// PreparationAttempts counts the leader's attempts to prepare this revision that began
 	// and reported no outcome. The leader records an attempt before it starts and clears the
 	// count with the outcome, so a module that crashes or OOM-kills its preparer leaves it

@@ -136,12 +136,17 @@ type PolicyServerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(self) == 0",message="sourceAuthorities is not supported: Regent's policy server cannot trust a certificate authority for one registry only; remove sourceAuthorities"
 	// +optional
 	SourceAuthorities map[string][]string `json:"sourceAuthorities,omitempty"`
-	// VerificationConfig is refused until Regent verifies policy signatures with Sigstore.
-	// +kubebuilder:validation:XValidation:rule="self == ''",message="verificationConfig is not supported yet: Regent does not verify policy module signatures with Sigstore, so accepting it would serve unverified modules as if they were verified; remove verificationConfig"
+	// VerificationConfig names a ConfigMap in the policy server's namespace whose key
+	// verification-config is Kubewarden's verification configuration (allOf/anyOf of pubKey
+	// requirements, with annotations): only registry modules whose cosign signatures meet it
+	// are loaded, and a module that fails says why on its revision and policy (Initialized,
+	// reason UntrustedModule). Keyless requirements are refused with that reason. Editing the
+	// ConfigMap rolls the policy server's pods.
 	// +optional
 	VerificationConfig string `json:"verificationConfig,omitempty"`
-	// SigstoreTrustConfig is refused until Regent verifies policy signatures with Sigstore.
-	// +kubebuilder:validation:XValidation:rule="self == ''",message="sigstoreTrustConfig is not supported yet: Regent does not verify policy module signatures with Sigstore; remove sigstoreTrustConfig"
+	// SigstoreTrustConfig is refused: it is the trust root of keyless verification, which
+	// Regent does not do yet.
+	// +kubebuilder:validation:XValidation:rule="self == ''",message="sigstoreTrustConfig is not supported yet: Regent's policy server verifies key-based (pubKey) signatures only and takes no custom Sigstore trust root; remove sigstoreTrustConfig"
 	// +optional
 	SigstoreTrustConfig string `json:"sigstoreTrustConfig,omitempty"`
 	// NamespacedPoliciesCapabilities is refused: Regent cannot restrict host capabilities of

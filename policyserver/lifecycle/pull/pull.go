@@ -49,7 +49,21 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBytes bounds a module (default DefaultMaxModuleBytes).
 	MaxBytes int64
+	// Verifier, when set, must accept the manifest digest of a registry artifact before its
+	// module is read (the module read is the one of that manifest, so what was verified is what
+	// loads), and modules from https:// or files are refused: they carry no signature. Set from a
+	// PolicyServer's verificationConfig.
+	Verifier Verifier
 }
+
+// Verifier checks the signatures of the registry artifact at digest, reaching the registry with
+// opts.
+type Verifier interface {
+	Verify(ctx context.Context, digest name.Digest, opts ...remote.Option) error
+}
+
+// ErrUnsignedSource: a signature is required but the module comes from where none can be.
+var ErrUnsignedSource = errors.New("signature verification is required and only registry:// modules carry signatures")
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
@@ -86,6 +100,9 @@ func Fetch(ctx context.Context, ref string, opts Options) (Module, error) {
 		pin      string
 		err      error
 	)
+	if scheme, _, _ := strings.Cut(ref, "://"); opts.Verifier != nil && scheme != "registry" {
+		return Module{}, fmt.Errorf("pull %s: %w", ref, ErrUnsignedSource)
+	}
 	switch scheme, rest, _ := strings.Cut(ref, "://"); scheme {
 	case "registry":
 		b, err = fromRegistry(ctx, rest, opts)
@@ -223,9 +240,21 @@ func fromRegistry(ctx context.Context, ref string, opts Options) ([]byte, error)
 	rt := &redirectGuard{next: transport(opts), origin: &url.URL{Scheme: r.Context().Scheme(), Host: r.Context().RegistryStr()}, opts: opts}
 	// Credentials come from the Docker config go-containerregistry finds ($DOCKER_CONFIG): a
 	// PolicyServer's imagePullSecret is mounted there, as Kubewarden does; none is anonymous.
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	img, err := remote.Image(r, ropts...)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Verifier != nil {
+		// The manifest just read is the one whose layer is read below: verifying its digest
+		// verifies the module, whatever the tag points to by then.
+		d, err := img.Digest()
+		if err != nil {
+			return nil, err
+		}
+		if err := opts.Verifier.Verify(ctx, r.Context().Digest(d.String()), ropts...); err != nil {
+			return nil, err
+		}
 	}
 	m, err := img.Manifest()
 	if err != nil {

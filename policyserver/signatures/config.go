@@ -1,0 +1,185 @@
+package signatures
+
+import (
+	"crypto"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"sigs.k8s.io/yaml"
+)
+
+// ConfigMapKey is the key of a PolicyServer's verificationConfig ConfigMap that holds the
+// configuration, as in Kubewarden.
+const ConfigMapKey = "verification-config"
+
+// Config is Kubewarden's verification-config format.
+type Config struct {
+	APIVersion string        `json:"apiVersion"`
+	AllOf      []Requirement `json:"allOf,omitempty"`
+	AnyOf      *AnyOf        `json:"anyOf,omitempty"`
+
+	fingerprint string
+	// broken is why the configuration cannot be used; such a Config trusts nothing.
+	broken error
+}
+
+// Broken is a configuration that could not be read: it trusts no module, and every refusal says
+// why, so a typo in the ConfigMap shows on every policy instead of serving modules unverified.
+func Broken(err error) *Config {
+	return &Config{broken: err, fingerprint: "unusable"}
+}
+
+// Fingerprint names this configuration's content, to tell what a module was verified against.
+func (c *Config) Fingerprint() string { return c.fingerprint }
+
+// AnyOf lists requirements of which at least MinimumMatches (default 1) must be met.
+type AnyOf struct {
+	MinimumMatches int           `json:"minimumMatches,omitempty"`
+	Signatures     []Requirement `json:"signatures"`
+}
+
+// Requirement is one signature the artifact must carry.
+type Requirement struct {
+	// Kind is pubKey, genericIssuer or githubAction.
+	Kind string `json:"kind"`
+	// Owner names who holds the key (pubKey, informative) or the GitHub owner (githubAction).
+	Owner string `json:"owner,omitempty"`
+	// Key is the PEM public key of a pubKey requirement.
+	Key string `json:"key,omitempty"`
+	// Repo is the GitHub repository of a githubAction requirement.
+	Repo string `json:"repo,omitempty"`
+	// Issuer and Subject are a genericIssuer's certificate identity.
+	Issuer  string   `json:"issuer,omitempty"`
+	Subject *Subject `json:"subject,omitempty"`
+	// Annotations must all be in the signature's payload, with these values.
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	verifier signature.Verifier
+}
+
+// Subject matches a keyless certificate's subject: exactly, or under a URL prefix.
+type Subject struct {
+	Equal     string `json:"equal,omitempty"`
+	URLPrefix string `json:"urlPrefix,omitempty"`
+}
+
+// Requirement kinds.
+const (
+	KindPubKey        = "pubKey"
+	KindGenericIssuer = "genericIssuer"
+	KindGitHubAction  = "githubAction"
+)
+
+// ErrKeylessNotSupported: a keyless requirement, which this policy server cannot check yet.
+var ErrKeylessNotSupported = errors.New("keyless signature verification (genericIssuer, githubAction) is not supported by Regent's policy server yet; use pubKey requirements")
+
+// LoadFile reads a configuration file (a mounted verificationConfig ConfigMap's key).
+func LoadFile(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("verification config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("verification config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads and checks a configuration: unknown fields, kinds and unreadable keys are errors,
+// since a requirement misread would trust more than the operator meant.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return nil, err
+	}
+	if c.APIVersion != "v1" {
+		return nil, fmt.Errorf("apiVersion %q is not supported (want v1)", c.APIVersion)
+	}
+	for i := range c.AllOf {
+		if err := c.AllOf[i].compile(); err != nil {
+			return nil, fmt.Errorf("allOf[%d]: %w", i, err)
+		}
+	}
+	if c.AnyOf != nil {
+		for i := range c.AnyOf.Signatures {
+			if err := c.AnyOf.Signatures[i].compile(); err != nil {
+				return nil, fmt.Errorf("anyOf.signatures[%d]: %w", i, err)
+			}
+		}
+		if c.AnyOf.MinimumMatches < 0 {
+			return nil, fmt.Errorf("anyOf.minimumMatches %d is negative", c.AnyOf.MinimumMatches)
+		}
+		if c.AnyOf.MinimumMatches == 0 {
+			c.AnyOf.MinimumMatches = 1
+		}
+		if c.AnyOf.MinimumMatches > len(c.AnyOf.Signatures) {
+			return nil, fmt.Errorf("anyOf.minimumMatches %d is more than the %d signatures listed: nothing could be trusted", c.AnyOf.MinimumMatches, len(c.AnyOf.Signatures))
+		}
+	}
+	if len(c.AllOf) == 0 && (c.AnyOf == nil || len(c.AnyOf.Signatures) == 0) {
+		return nil, errors.New("no requirement in allOf or anyOf: every module would be trusted")
+	}
+	sum := sha256.Sum256(b)
+	c.fingerprint = "sha256:" + hex.EncodeToString(sum[:8])
+	return &c, nil
+}
+
+// compile checks a requirement and readies its verifier.
+func (r *Requirement) compile() error {
+	switch r.Kind {
+	case KindPubKey:
+		if strings.TrimSpace(r.Key) == "" {
+			return errors.New("pubKey without a key")
+		}
+		pub, err := cryptoutils.UnmarshalPEMToPublicKey([]byte(r.Key))
+		if err != nil {
+			return fmt.Errorf("pubKey%s: %w", r.owner(), err)
+		}
+		if r.verifier, err = signature.LoadVerifier(pub, crypto.SHA256); err != nil {
+			return fmt.Errorf("pubKey%s: %w", r.owner(), err)
+		}
+		return nil
+	case KindGenericIssuer, KindGitHubAction:
+		return fmt.Errorf("%s: %w", r.Kind, ErrKeylessNotSupported)
+	case "":
+		return errors.New("no kind (want pubKey, genericIssuer or githubAction)")
+	}
+	return fmt.Errorf("unknown kind %q (want pubKey, genericIssuer or githubAction)", r.Kind)
+}
+
+func (r *Requirement) owner() string {
+	if r.Owner == "" {
+		return ""
+	}
+	return " of " + r.Owner
+}
+
+// String names the requirement in messages.
+func (r *Requirement) String() string {
+	return r.Kind + r.owner()
+}
+
+// PubKeys is the configuration a policy's pub-key verification request stands for, as
+// Kubewarden reads it: every key must have signed the artifact, each signature carrying the
+// annotations.
+func PubKeys(keys []string, annotations map[string]string) (*Config, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no public key given: nothing to verify against")
+	}
+	c := &Config{APIVersion: "v1", fingerprint: "request"}
+	for i, k := range keys {
+		r := Requirement{Kind: KindPubKey, Key: k, Annotations: annotations}
+		if err := r.compile(); err != nil {
+			return nil, fmt.Errorf("pub_keys[%d]: %w", i, err)
+		}
+		c.AllOf = append(c.AllOf, r)
+	}
+	return c, nil
+}
