@@ -15,6 +15,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/spoke-addon/compliancemessage"
 	"regent.dev/regent/templates"
 )
 
@@ -112,7 +113,7 @@ spec:
 	if s, cm := values(); s != "czNjcmV0" || cm != "s3cret" {
 		t.Errorf("with the key: Secret data.pw %q (want czNjcmV0), ConfigMap data.pw %q (want s3cret)", s, cm)
 	}
-	if msg := complianceMessage(p.Status); strings.Contains(msg, "s3cret") {
+	if msg := compliancemessage.Of(p.Status); strings.Contains(msg, "s3cret") {
 		t.Errorf("the status shows the plaintext: %s", msg)
 	}
 
