@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -125,9 +126,12 @@ func TestAgentManifests_ApplyToAManagedClusterUnderRestrictedPodSecurity(t *test
 	}
 	// The manifests deliver the policy servers' namespace before the agent's Role in it; a
 	// server-side dry run creates nothing, so the dry run needs it to exist already.
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: addonidentity.PolicyServerNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// So does the cluster namespace, where the agent's Role for the policy encryption key goes.
+	for _, ns := range []string{addonidentity.PolicyServerNamespace, "cluster1"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	cluster := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}}
 	mca := &addonapiv1beta1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Name: addonidentity.AddonName, Namespace: "cluster1"}}
