@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +28,7 @@ var runs atomic.Int64
 var testScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(clusterv1.Install(s))
 	utilruntime.Must(clusterv1beta1.Install(s))
 	utilruntime.Must(policyv1.AddToScheme(s))
 	utilruntime.Must(policyv1beta1.AddToScheme(s))
@@ -65,7 +67,9 @@ func (e *env) create(o client.Object) {
 	}
 }
 
-func (e *env) meta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: e.ns} }
+func (e *env) meta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: e.ns}
+}
 
 // root creates a root policy with one ConfigurationPolicy template.
 func (e *env) root(name string, disabled bool) *policyv1.Policy {
