@@ -3,6 +3,7 @@ package propagator_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,8 +108,14 @@ func (e *env) stopHub() {
 	if e.stop != nil {
 		e.stop()
 		e.stop = nil
+		// A stopped manager's queue keeps its depth in the shared metric (every hub of the process
+		// names its controller root-policy): what it held when stopped never drains.
+		stoppedDepth.Store(math.Float64bits(controllerMetric("workqueue_depth", "name")))
 	}
 }
+
+// stoppedDepth is the root-policy queue depth the stopped hubs left behind (float64 bits).
+var stoppedDepth atomic.Uint64
 
 // cluster registers a managed cluster on the hub as OCM's registration would: ManagedCluster and
 // namespace. Names are prefixed with the test's namespace.

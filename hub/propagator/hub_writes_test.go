@@ -3,6 +3,7 @@ package propagator_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func (e *env) awaitIdle(reconciles float64, n int) {
 	e.t.Helper()
 	e.eventually("hub idle", func() (bool, string) {
 		done := controllerMetric("controller_runtime_reconcile_total", "controller") - reconciles
-		depth := controllerMetric("workqueue_depth", "name")
+		depth := controllerMetric("workqueue_depth", "name") - math.Float64frombits(stoppedDepth.Load())
 		active := controllerMetric("controller_runtime_active_workers", "controller")
 		return done >= float64(n) && depth == 0 && active == 0,
 			fmt.Sprintf("%v reconciles, queue %v, active %v", done, depth, active)
