@@ -21,6 +21,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/hub/policyset"
 	"regent.dev/regent/hub/propagator"
 	"regent.dev/regent/hub/rollout"
 	"regent.dev/regent/memlimit"
@@ -87,6 +88,10 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	if err := r.SetupWithManager(context.Background(), mgr, opts.Workers); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)
+	}
+	sets := &policyset.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder("regent-hub")}
+	if err := sets.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("policy sets: %w", err)
 	}
 	if err := registerGovernanceMetrics(ctrlmetrics.Registry, governanceCollector{cache: mgr.GetCache(), log: mgr.GetLogger()}); err != nil {
 		return nil, fmt.Errorf("policy_governance_info: %w", err)

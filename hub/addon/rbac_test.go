@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
@@ -108,6 +109,17 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 		got := &policyv1.Policy{}
 		err := admin.Get(ctx, client.ObjectKeyFromObject(root), got)
 		return err == nil && len(got.Status.Status) == 1, fmt.Sprintf("root status: %v %+v", err, got.Status)
+	})
+	// A PolicySet of that root gets its status (the set controller patches policysets/status).
+	set := &policyv1beta1.PolicySet{ObjectMeta: metav1.ObjectMeta{Name: "set", Namespace: "team1"},
+		Spec: policyv1beta1.PolicySetSpec{Policies: []policyv1beta1.NonEmptyString{"p"}}}
+	if err := admin.Create(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() (bool, string) {
+		got := &policyv1beta1.PolicySet{}
+		err := admin.Get(ctx, client.ObjectKeyFromObject(set), got)
+		return err == nil && got.Status.StatusMessage != "", fmt.Sprintf("policy set status: %v %+v", err, got.Status)
 	})
 
 	// A hub template that encrypts: the hub makes the cluster's key Secret under these rules too.

@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
@@ -20,6 +21,9 @@ type input struct {
 	enforcing sets.Set[string]
 	// violations are the fail counts of the clusters' rolled-up reports, by cluster.
 	violations map[string]int64
+	// setMembers are the members of the PolicySets the root depends on, by set; a set that does
+	// not exist is absent.
+	setMembers map[types.NamespacedName][]string
 }
 
 // plan is what the reconciler writes for one root.
@@ -40,7 +44,7 @@ type plan struct {
 func decide(planner *rollout.Planner, in input) (plan, error) {
 	root := in.root
 	strategy, mode := strategyOf(root)
-	sp := specsOf(root)
+	sp := specsOf(root, in.setMembers)
 	out := plan{selection: in.selection, desired: map[string]*policyv1.PolicySpec{}, hash: sp.hash, compliance: map[string]policyv1.ComplianceState{},
 		violations: in.violations}
 	out.overridesIgnored = len(in.selection.Enforcing) > 0 && strategy.Type != clusterv1alpha1.All

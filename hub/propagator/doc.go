@@ -18,5 +18,8 @@
 // namespace; a replica whose root is gone is deleted when the root's key is reconciled. As on
 // OCM, a cluster namespace holds replicas only: a root created in one, or a replica-looking
 // Policy there that no root accounts for, is deleted with an Event (orphans.go). Clusters are
-// chosen by Placements and, still, by OCM's deprecated PlacementRules (placement_rules.go).
+// chosen by Placements and, still, by OCM's deprecated PlacementRules (placement_rules.go). A
+// dependency on a PolicySet reaches the replicas as dependencies on the set's members, as OCM
+// writes it, and follows the set's membership (policyset_dependencies.go); the set's own status
+// is package policyset's.
 package propagator

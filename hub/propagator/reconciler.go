@@ -149,6 +149,9 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 		return in, nil
 	}
 	var err error
+	if in.setMembers, err = r.readPolicySetMembers(ctx, root); err != nil {
+		return input{}, err
+	}
 	if in.violations, err = r.violations(ctx, root); err != nil {
 		return input{}, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
@@ -21,12 +22,18 @@ type specs struct {
 	hash map[*policyv1.PolicySpec]string
 }
 
-func specsOf(root *policyv1.Policy) specs {
-	inform := root.Spec.DeepCopy()
+// setMembers are the members of the PolicySets root depends on: those dependencies are replaced by
+// dependencies on the members (policyset_dependencies.go).
+func specsOf(root *policyv1.Policy, setMembers map[types.NamespacedName][]string) specs {
+	active := &root.Spec
+	if expanded := expandPolicySetDependencies(root, active, setMembers); expanded != nil {
+		active = expanded
+	}
+	inform := active.DeepCopy()
 	inform.RemediationAction = policyv1.Inform
-	enforced := root.Spec.DeepCopy()
+	enforced := active.DeepCopy()
 	enforced.RemediationAction = policyv1.Enforce
-	sp := specs{active: &root.Spec, inform: inform, enforced: enforced, hash: make(map[*policyv1.PolicySpec]string, 3)}
+	sp := specs{active: active, inform: inform, enforced: enforced, hash: make(map[*policyv1.PolicySpec]string, 3)}
 	for _, spec := range []*policyv1.PolicySpec{sp.active, sp.inform, sp.enforced} {
 		sp.hash[spec] = SpecHash(spec)
 	}

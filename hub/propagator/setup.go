@@ -41,6 +41,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}); err != nil {
 		return fmt.Errorf("index bindings by placement: %w", err)
 	}
+	if err := idx.IndexField(ctx, &policyv1.Policy{}, policySetDependencyIndex, indexPolicySetDependencies); err != nil {
+		return fmt.Errorf("index roots by the policy sets they depend on: %w", err)
+	}
 	if err := idx.IndexField(ctx, &openreportsv1alpha1.Report{}, summaryIndex, summaryKey); err != nil {
 		return fmt.Errorf("index rolled-up reports by replica: %w", err)
 	}
@@ -130,15 +133,16 @@ func (r *Reconciler) bindingToRoots(ctx context.Context, o client.Object) []reco
 	return out
 }
 
-// policySetToRoots enqueues a set's policies. A policy removed from the set is enqueued by the
-// event's old object: controller-runtime calls the map function for both.
-func (r *Reconciler) policySetToRoots(_ context.Context, o client.Object) []reconcile.Request {
+// policySetToRoots enqueues a set's policies, and the roots that depend on the set (their
+// replicas name its members). A policy removed from the set is enqueued by the event's old object:
+// controller-runtime calls the map function for both.
+func (r *Reconciler) policySetToRoots(ctx context.Context, o client.Object) []reconcile.Request {
 	set := o.(*policyv1beta1.PolicySet)
 	out := make([]reconcile.Request, 0, len(set.Spec.Policies))
 	for _, p := range set.Spec.Policies {
 		out = append(out, request(set.Namespace, string(p)))
 	}
-	return out
+	return append(out, r.policySetToDependants(ctx, set)...)
 }
 
 // decisionToRoots enqueues the roots bound to the decision's placement.

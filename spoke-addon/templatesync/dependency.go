@@ -52,6 +52,11 @@ func resolve(dep policyv1.PolicyDependency, rootNamespace, clusterNamespace stri
 	gvk := gv.WithKind(dep.Kind)
 	if gvk.Group == PolicyGroup && gvk.Kind == "Policy" {
 		ns := dep.Namespace
+		if ns == "" && strings.Count(dep.Name, ".") == 1 {
+			// OCM's propagator writes Policy dependencies in replicas as "<namespace>.<name>" with
+			// no namespace, and takes a name of that form as already qualified: so does Regent.
+			return depKey{GVK: gvk, Namespace: clusterNamespace, Name: dep.Name}, nil
+		}
 		if ns == "" {
 			ns = rootNamespace
 		}

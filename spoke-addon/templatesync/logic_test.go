@@ -34,6 +34,7 @@ func TestResolve_MapsEachDependencyToItsObjectOnTheManagedCluster(t *testing.T) 
 	}{
 		{"policy defaults to the dependant's hub namespace", dep("", "Policy", "", "base"), "Policy cluster1/default.base", false},
 		{"policy in another hub namespace", dep("policy.open-cluster-management.io/v1", "Policy", "infra", "base"), "Policy cluster1/infra.base", false},
+		{"policy named in OCM's replica form <namespace>.<name>", dep("", "Policy", "", "infra.base"), "Policy cluster1/infra.base", false},
 		{"config policy defaults to the cluster namespace", dep("", "ConfigurationPolicy", "", "cfg"), "ConfigurationPolicy cluster1/cfg", false},
 		{"any namespaced kind keeps its namespace", dep("v1", "ConfigMap", "kube-system", "flag"), "ConfigMap kube-system/flag", false},
 		{"cluster-scoped kinds have no namespace", dep("v1", "Namespace", "ignored", "prod"), "Namespace prod", false},
