@@ -529,8 +529,13 @@ func (s *Scanner) watchFailed(t resourceType, err error) {
 // ownerObject is enough of the policy for an event to name it.
 func ownerObject(o kubewardenv1.PolicyReference) client.Object {
 	meta := metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, UID: types.UID(o.UID)}
-	if o.Kind == kubewardenv1.KindAdmissionPolicy {
+	switch o.Kind {
+	case kubewardenv1.KindAdmissionPolicy:
 		return &kubewardenv1.AdmissionPolicy{ObjectMeta: meta}
+	case kubewardenv1.KindAdmissionPolicyGroup:
+		return &kubewardenv1.AdmissionPolicyGroup{ObjectMeta: meta}
+	case kubewardenv1.KindClusterAdmissionPolicyGroup:
+		return &kubewardenv1.ClusterAdmissionPolicyGroup{ObjectMeta: meta}
 	}
 	return &kubewardenv1.ClusterAdmissionPolicy{ObjectMeta: meta}
 }
