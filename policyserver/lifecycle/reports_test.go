@@ -32,6 +32,9 @@ func TestRevision_AnswersAreReportedUnderThePolicysOwnNameAndScope(t *testing.T)
 	for kind, want := range map[string]reports.PolicyRef{
 		kubewardenv1.KindClusterAdmissionPolicy: {Scope: reportsv1alpha1.PolicyScopeCluster, Name: "p"},
 		kubewardenv1.KindAdmissionPolicy:        {Scope: reportsv1alpha1.PolicyScopeNamespaced, Name: "p"},
+		// Groups as the background scan reports them: never the name of a same-named policy.
+		kubewardenv1.KindClusterAdmissionPolicyGroup: {Scope: reportsv1alpha1.PolicyScopeCluster, Name: "group/p"},
+		kubewardenv1.KindAdmissionPolicyGroup:        {Scope: reportsv1alpha1.PolicyScopeNamespaced, Name: "group/p"},
 	} {
 		rev, err := decodeRevision(&kubewardenv1.PolicyRevision{Spec: kubewardenv1.PolicyRevisionSpec{
 			ObjectReference: kubewardenv1.PolicyReference{Kind: kind, Name: "p", Namespace: "shop"}, PolicyGeneration: 4,

@@ -112,9 +112,10 @@ func (r revision) policyConfig(modulePath, executionMode, entrypoint string) pol
 
 // reportAs is the policy the revision's admission answers are reported under: its own
 // ClusterAdmissionPolicy or AdmissionPolicy, named as the user named it (the server's name for
-// it, clusterwide-<name> or namespaced-<ns>-<name>, is not parsed back).
+// it, clusterwide-<name> or namespaced-<ns>-<name>, is not parsed back); a group as group/<name>,
+// the name the background scan reports it under too.
 func (r revision) reportAs() *reports.PolicyRef {
-	ref := reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.Name}
+	ref := reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.ReportedName()}
 	if k := r.Spec.ObjectReference.Kind; k == kubewardenv1.KindAdmissionPolicy || k == kubewardenv1.KindAdmissionPolicyGroup {
 		ref.Scope = reportsv1alpha1.PolicyScopeNamespaced
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -96,7 +97,12 @@ func uniqueNames(d []Desired) {
 // its first 200 characters and appends a hash of the whole, so distinct policies never share a
 // Report. Merge renames the rare clash of a policy literally named "<other>-part-2" with the
 // other's second part (see uniqueNames).
+//
+// A group's policy name, group/<name>, has a slash no object name may hold: it becomes a dot.
+// A ClusterAdmissionPolicy literally named group.<name> then clashes with the group, which
+// uniqueNames resolves like the part clash.
 func ReportName(scope reportsv1alpha1.PolicyScope, policy string, part int) string {
+	policy = strings.ReplaceAll(policy, "/", ".")
 	name := "cpol-" + policy
 	if scope == reportsv1alpha1.PolicyScopeNamespaced {
 		name = "pol-" + policy

@@ -157,3 +157,20 @@ func TestReportName_TooLongIsShortenedAndStaysDistinct(t *testing.T) {
 		}
 	}
 }
+
+// A group's policy name (group/<name>) makes a valid Report name, and a policy named like the
+// result still gets a Report of its own.
+func TestReportName_GroupNamesAreValidAndApartFromADottedPolicy(t *testing.T) {
+	name := ReportName(reportsv1alpha1.PolicyScopeCluster, "group/team", 1)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) != 0 {
+		t.Fatalf("%s: %v", name, errs)
+	}
+	d := []Desired{
+		{Name: name, Scope: reportsv1alpha1.PolicyScopeCluster, Policy: "group/team", Part: 1},
+		{Name: ReportName(reportsv1alpha1.PolicyScopeCluster, "group.team", 1), Scope: reportsv1alpha1.PolicyScopeCluster, Policy: "group.team", Part: 1},
+	}
+	uniqueNames(d)
+	if d[0].Name == d[1].Name {
+		t.Errorf("the group and the policy group.team share Report %s", d[0].Name)
+	}
+}

@@ -17,7 +17,7 @@ func TestScan_KindItMayNotListIsReportedAsAnEventOnThePolicy(t *testing.T) {
 	user := "scan-" + e.ns
 	// Everything the scan reads and writes, but not the ConfigMaps the policy covers.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"policies.kubewarden.io"}, Resources: []string{"policyrevisions", "clusteradmissionpolicies", "admissionpolicies"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"policies.kubewarden.io"}, Resources: []string{"policyrevisions", "clusteradmissionpolicies", "admissionpolicies", "clusteradmissionpolicygroups", "admissionpolicygroups"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"reports.regent.dev"}, Resources: []string{"resourcereports", "clusterresourcereports"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

@@ -187,7 +187,13 @@ func (e *env) load(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, sp
 // serve creates the serving revision of a loaded generation.
 func (e *env) serve(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, spec kubewardenv1.PolicySpec) {
 	t.Helper()
-	data, err := json.Marshal(spec)
+	var data []byte
+	var err error
+	if kubewardenv1.IsGroupKind(ref.Kind) {
+		data, err = json.Marshal(groupOf(spec))
+	} else {
+		data, err = json.Marshal(spec)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +215,10 @@ func (e *env) serve(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, s
 			p.Spec.PolicySpec = spec
 		case *kubewardenv1.AdmissionPolicy:
 			p.Spec = spec
+		case *kubewardenv1.ClusterAdmissionPolicyGroup:
+			p.Spec = groupOf(spec)
+		case *kubewardenv1.AdmissionPolicyGroup:
+			p.Spec = groupOf(spec)
 		}
 		err = e.c.Create(ctx(t), pol)
 	}
@@ -221,10 +231,27 @@ func (e *env) serve(t testing.TB, ref kubewardenv1.PolicyReference, gen int64, s
 // results go) from another server's (whose results stay).
 func policyObject(ref kubewardenv1.PolicyReference) client.Object {
 	meta := metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}
-	if ref.Kind == kubewardenv1.KindAdmissionPolicy {
+	switch ref.Kind {
+	case kubewardenv1.KindAdmissionPolicy:
 		return &kubewardenv1.AdmissionPolicy{ObjectMeta: meta}
+	case kubewardenv1.KindAdmissionPolicyGroup:
+		return &kubewardenv1.AdmissionPolicyGroup{ObjectMeta: meta}
+	case kubewardenv1.KindClusterAdmissionPolicyGroup:
+		return &kubewardenv1.ClusterAdmissionPolicyGroup{ObjectMeta: meta}
 	}
 	return &kubewardenv1.ClusterAdmissionPolicy{ObjectMeta: meta}
+}
+
+// groupOf is a group of one member, spec's module, with spec's rules and selectors: the scan
+// only reads those, and the server evaluates the group under its own name (the test loads spec's
+// module there).
+func groupOf(spec kubewardenv1.PolicySpec) kubewardenv1.PolicyGroupSpec {
+	return kubewardenv1.PolicyGroupSpec{
+		PolicyServer: spec.PolicyServer, Mode: spec.Mode, Expression: "only()", Message: "rejected by the group",
+		Policies: map[string]kubewardenv1.PolicyGroupMember{"only": {Module: spec.Module, Settings: spec.Settings}},
+		Rules:    spec.Rules, NamespaceSelector: spec.NamespaceSelector, ObjectSelector: spec.ObjectSelector,
+		BackgroundAudit: spec.BackgroundAudit,
+	}
 }
 
 // unpublish deletes the revisions of ref except generation keep; with keep 0, also the policy,
@@ -254,6 +281,15 @@ func (e *env) unpublish(t testing.TB, ref kubewardenv1.PolicyReference, keep int
 // the package's tests share one apiserver; reports are compared with the suffix cut.
 func (e *env) cluster(name string) kubewardenv1.PolicyReference {
 	return kubewardenv1.PolicyReference{APIVersion: kubewardenv1.GroupVersion.String(), Kind: kubewardenv1.KindClusterAdmissionPolicy, Name: name + "-" + e.ns}
+}
+
+// clusterGroup names a ClusterAdmissionPolicyGroup of this test, as cluster names a policy.
+func (e *env) clusterGroup(name string) kubewardenv1.PolicyReference {
+	return kubewardenv1.PolicyReference{APIVersion: kubewardenv1.GroupVersion.String(), Kind: kubewardenv1.KindClusterAdmissionPolicyGroup, Name: name + "-" + e.ns}
+}
+
+func namespacedGroup(ns, name string) kubewardenv1.PolicyReference {
+	return kubewardenv1.PolicyReference{APIVersion: kubewardenv1.GroupVersion.String(), Kind: kubewardenv1.KindAdmissionPolicyGroup, Namespace: ns, Name: name}
 }
 
 func namespacedPolicy(ns, name string) kubewardenv1.PolicyReference {

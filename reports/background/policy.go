@@ -23,7 +23,7 @@ type policy struct {
 	// one: the pair the evaluator loads.
 	server     string
 	generation int64
-	// owner is the AdmissionPolicy or ClusterAdmissionPolicy, for events.
+	// owner is the AdmissionPolicy, ClusterAdmissionPolicy or one of their group kinds, for events.
 	owner kubewardenv1.PolicyReference
 	// namespace confines an AdmissionPolicy to its own namespace; empty for a cluster-wide one.
 	namespace string
@@ -44,9 +44,9 @@ func scannedPolicies(revs []kubewardenv1.PolicyRevision) (out map[policyID]*poli
 		if !r.Spec.Enabled || r.Labels[kubewardenv1.ServingLabel] != "true" {
 			continue
 		}
-		var spec kubewardenv1.PolicySpec
-		if err := json.Unmarshal(r.Spec.Data.Raw, &spec); err != nil {
-			errs = append(errs, fmt.Errorf("revision %s: data is not a policy spec: %w", r.Name, err))
+		spec, err := revisionSpec(r)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if !spec.BackgroundAudit {
@@ -55,12 +55,11 @@ func scannedPolicies(revs []kubewardenv1.PolicyRevision) (out map[policyID]*poli
 		p := &policy{
 			server: r.Spec.ObjectReference.ServerPolicyName(), generation: r.Spec.PolicyGeneration,
 			owner: r.Spec.ObjectReference, spec: spec,
-			ref: reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.Name},
+			ref: reports.PolicyRef{Scope: reportsv1alpha1.PolicyScopeCluster, Name: r.Spec.ObjectReference.ReportedName()},
 		}
-		if r.Spec.ObjectReference.Kind == kubewardenv1.KindAdmissionPolicy {
+		if k := r.Spec.ObjectReference.Kind; k == kubewardenv1.KindAdmissionPolicy || k == kubewardenv1.KindAdmissionPolicyGroup {
 			p.ref.Scope, p.namespace = reportsv1alpha1.PolicyScopeNamespaced, r.Spec.ObjectReference.Namespace
 		}
-		var err error
 		if p.nsSel, err = selector(spec.NamespaceSelector); err == nil {
 			p.objSel, err = selector(spec.ObjectSelector)
 		}
@@ -75,6 +74,33 @@ func scannedPolicies(revs []kubewardenv1.PolicyRevision) (out map[policyID]*poli
 		out[id] = p
 	}
 	return out, errs
+}
+
+// revisionSpec is what the scan needs of a revision's data: a policy's spec, or for a group the
+// fields it shares with one (the group is evaluated whole by the policy server under its own
+// name, so its members and expression are not the scan's business).
+func revisionSpec(r *kubewardenv1.PolicyRevision) (kubewardenv1.PolicySpec, error) {
+	var spec kubewardenv1.PolicySpec
+	if !kubewardenv1.IsGroupKind(r.Spec.ObjectReference.Kind) {
+		if err := json.Unmarshal(r.Spec.Data.Raw, &spec); err != nil {
+			return spec, fmt.Errorf("revision %s: data is not a policy spec: %w", r.Name, err)
+		}
+		return spec, nil
+	}
+	var g kubewardenv1.PolicyGroupSpec
+	if err := json.Unmarshal(r.Spec.Data.Raw, &g); err != nil {
+		return spec, fmt.Errorf("revision %s: data is not a policy group spec: %w", r.Name, err)
+	}
+	return groupAsPolicy(g), nil
+}
+
+// groupAsPolicy is the part of a group's spec a policy's spec also has, as a policy's spec.
+func groupAsPolicy(g kubewardenv1.PolicyGroupSpec) kubewardenv1.PolicySpec {
+	var spec kubewardenv1.PolicySpec
+	spec.PolicyServer, spec.Mode, spec.Rules = g.PolicyServer, g.Mode, g.Rules
+	spec.NamespaceSelector, spec.ObjectSelector = g.NamespaceSelector, g.ObjectSelector
+	spec.BackgroundAudit = g.BackgroundAudit
+	return spec
 }
 
 // policyID names a policy across namespaces: an AdmissionPolicy's report label holds only its

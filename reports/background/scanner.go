@@ -214,6 +214,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 		DeleteFunc: func(o any) { poke(o); s.policyDeleted(ctx, o) }}
 	for obj, h := range map[client.Object]toolscache.ResourceEventHandler{
 		&kubewardenv1.PolicyRevision{}: handlers, &kubewardenv1.ClusterAdmissionPolicy{}: policyHandlers, &kubewardenv1.AdmissionPolicy{}: policyHandlers,
+		&kubewardenv1.ClusterAdmissionPolicyGroup{}: policyHandlers, &kubewardenv1.AdmissionPolicyGroup{}: policyHandlers,
 	} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
@@ -276,12 +277,16 @@ func (s *Scanner) policyDeleted(ctx context.Context, o any) {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
-	var scope reportsv1alpha1.PolicyScope
+	var ref kubewardenv1.PolicyReference
 	switch o.(type) {
 	case *kubewardenv1.AdmissionPolicy:
-		scope = reportsv1alpha1.PolicyScopeNamespaced
+		ref.Kind = kubewardenv1.KindAdmissionPolicy
 	case *kubewardenv1.ClusterAdmissionPolicy:
-		scope = reportsv1alpha1.PolicyScopeCluster
+		ref.Kind = kubewardenv1.KindClusterAdmissionPolicy
+	case *kubewardenv1.AdmissionPolicyGroup:
+		ref.Kind = kubewardenv1.KindAdmissionPolicyGroup
+	case *kubewardenv1.ClusterAdmissionPolicyGroup:
+		ref.Kind = kubewardenv1.KindClusterAdmissionPolicyGroup
 	default:
 		return
 	}
@@ -289,7 +294,12 @@ func (s *Scanner) policyDeleted(ctx context.Context, o any) {
 	if !ok {
 		return
 	}
-	k, _ := reportsv1alpha1.PolicyLabelKey(scope, m.GetName())
+	ref.Name = m.GetName()
+	scope := reportsv1alpha1.PolicyScopeCluster
+	if ref.Kind == kubewardenv1.KindAdmissionPolicy || ref.Kind == kubewardenv1.KindAdmissionPolicyGroup {
+		scope = reportsv1alpha1.PolicyScopeNamespaced
+	}
+	k, _ := reportsv1alpha1.PolicyLabelKey(scope, ref.ReportedName())
 	s.enqueueReports(ctx, []string{k}, forced{})
 }
 
@@ -529,8 +539,13 @@ func (s *Scanner) watchFailed(t resourceType, err error) {
 // ownerObject is enough of the policy for an event to name it.
 func ownerObject(o kubewardenv1.PolicyReference) client.Object {
 	meta := metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, UID: types.UID(o.UID)}
-	if o.Kind == kubewardenv1.KindAdmissionPolicy {
+	switch o.Kind {
+	case kubewardenv1.KindAdmissionPolicy:
 		return &kubewardenv1.AdmissionPolicy{ObjectMeta: meta}
+	case kubewardenv1.KindAdmissionPolicyGroup:
+		return &kubewardenv1.AdmissionPolicyGroup{ObjectMeta: meta}
+	case kubewardenv1.KindClusterAdmissionPolicyGroup:
+		return &kubewardenv1.ClusterAdmissionPolicyGroup{ObjectMeta: meta}
 	}
 	return &kubewardenv1.ClusterAdmissionPolicy{ObjectMeta: meta}
 }

@@ -291,11 +291,21 @@ func ownedResults(results []openreportsv1alpha1.ReportResult, ref reports.Policy
 func (s *Scanner) policySpec(ctx context.Context, ref reports.PolicyRef, namespace string) (kubewardenv1.PolicySpec, bool, error) {
 	var err error
 	var spec kubewardenv1.PolicySpec
-	if ref.Scope == reportsv1alpha1.PolicyScopeNamespaced {
+	group, isGroup := kubewardenv1.ReportedGroup(ref.Name)
+	switch {
+	case isGroup && ref.Scope == reportsv1alpha1.PolicyScopeNamespaced:
+		var g kubewardenv1.AdmissionPolicyGroup
+		err = s.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: group}, &g)
+		spec = groupAsPolicy(g.Spec)
+	case isGroup:
+		var g kubewardenv1.ClusterAdmissionPolicyGroup
+		err = s.cache.Get(ctx, client.ObjectKey{Name: group}, &g)
+		spec = groupAsPolicy(g.Spec)
+	case ref.Scope == reportsv1alpha1.PolicyScopeNamespaced:
 		var p kubewardenv1.AdmissionPolicy
 		err = s.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &p)
 		spec = p.Spec
-	} else {
+	default:
 		var p kubewardenv1.ClusterAdmissionPolicy
 		err = s.cache.Get(ctx, client.ObjectKey{Name: ref.Name}, &p)
 		spec = p.Spec.PolicySpec

@@ -31,5 +31,29 @@ func (r *policyServerReconciler) backgroundAudited(ctx context.Context, ps strin
 			specs = append(specs, p.Spec)
 		}
 	}
+	capgs := &kubewardenv1.ClusterAdmissionPolicyGroupList{}
+	if err := r.reader.List(ctx, capgs, client.MatchingFields{policyServerIndex: ps}); err != nil {
+		return nil, fmt.Errorf("list ClusterAdmissionPolicyGroups of %s: %w", ps, err)
+	}
+	for _, g := range capgs.Items {
+		if g.Spec.BackgroundAudit {
+			specs = append(specs, groupScanSpec(g.Spec))
+		}
+	}
+	apgs := &kubewardenv1.AdmissionPolicyGroupList{}
+	if err := r.reader.List(ctx, apgs, client.MatchingFields{policyServerIndex: ps}); err != nil {
+		return nil, fmt.Errorf("list AdmissionPolicyGroups of %s: %w", ps, err)
+	}
+	for _, g := range apgs.Items {
+		if g.Spec.BackgroundAudit {
+			specs = append(specs, groupScanSpec(g.Spec))
+		}
+	}
 	return specs, nil
+}
+
+// groupScanSpec is what backgroundScanRules reads of a group: the kinds its rules name and
+// whether it selects namespaces.
+func groupScanSpec(g kubewardenv1.PolicyGroupSpec) kubewardenv1.PolicySpec {
+	return kubewardenv1.PolicySpec{Rules: g.Rules, NamespaceSelector: g.NamespaceSelector, ObjectSelector: g.ObjectSelector}
 }

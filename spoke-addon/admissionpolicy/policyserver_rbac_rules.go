@@ -158,7 +158,7 @@ func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 // instead. One rule per API group, sorted, so the same policies give byte-identical rules.
 func backgroundScanRules(scanned []kubewardenv1.PolicySpec) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{kubewardenv1.GroupVersion.Group}, Resources: []string{"admissionpolicies", "clusteradmissionpolicies"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{kubewardenv1.GroupVersion.Group}, Resources: []string{"admissionpolicies", "admissionpolicygroups", "clusteradmissionpolicies", "clusteradmissionpolicygroups"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{reportsv1alpha1.GroupVersion.Group}, Resources: []string{"clusterresourcereports", "resourcereports"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},

@@ -58,10 +58,13 @@ func (r *policyServerReconciler) watchRBACInputs(b *builder.Builder, nsCache, cl
 	// Renewals change no name; creations and deletions do.
 	b = b.WatchesRawSource(source.Kind[client.Object](nsCache, &coordinationv1.Lease{},
 		handler.EnqueueRequestsFromMapFunc(onReplicaLease), predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
-	// An AdmissionPolicy's rules are read by its server's background scan (backgroundScanRules).
-	b = b.Watches(&kubewardenv1.AdmissionPolicy{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: policyServerOf(o)}}}
-	}), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	// An AdmissionPolicy's and a group's rules are read by its server's background scan
+	// (backgroundScanRules).
+	for _, obj := range []client.Object{&kubewardenv1.AdmissionPolicy{}, &kubewardenv1.AdmissionPolicyGroup{}, &kubewardenv1.ClusterAdmissionPolicyGroup{}} {
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: policyServerOf(o)}}}
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
 	return b.Watches(&kubewardenv1.ClusterAdmissionPolicy{}, r.policyServersOfPolicy())
 }
 
