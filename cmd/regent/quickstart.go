@@ -18,7 +18,7 @@ func newQuickstartCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", "", "folder with kube-apiserver, etcd, kube-controller-manager (default: the `make testbin` cache)")
 	cmd.Flags().DurationVar(&opts.Lifetime, "lifetime", 0, "stop by itself after this long (0: run until interrupted)")
-	cmd.Flags().StringVar(&opts.TestbinScript, "testbin-script", "hack/testbin.sh", "script that builds missing binaries")
+	cmd.Flags().StringVar(&opts.TestbinScript, "testbin-script", "", "script that builds missing binaries (default: the clone's hack/testbin.sh, found from the working directory or beside bin/regent)")
 	cmd.Flags().BoolVar(&opts.RealNode, "real-node", false, "give "+quickstart.RealNodeCluster+" a real node (root, containerd, runc, CNI plugins, a static regent binary) and show a pod running on it and a privileged one refused")
 	// The real node's pod sandboxes and demo pod run this binary as their process.
 	cmd.AddCommand(&cobra.Command{Use: "pause", Hidden: true, Args: cobra.NoArgs,
