@@ -29,8 +29,8 @@ const PolicyServerReplicas = 2
 type Options struct {
 	// BinDir holds the fleet's binaries; fleet.DefaultBinDir when empty.
 	BinDir string
-	// TestbinScript builds missing binaries; run when they are missing and it exists. Empty: the
-	// clone's hack/testbin.sh, from the working directory or beside the binary.
+	// TestbinScript builds missing binaries; run when they are missing and it exists (empty:
+	// never; FindTestbinScript finds the clone's).
 	TestbinScript string
 	// Lifetime stops the fleet by itself after this long; 0 waits for ctx.
 	Lifetime time.Duration
@@ -191,9 +191,6 @@ func ensureBinaries(ctx context.Context, opts Options) error {
 	if missing == nil {
 		return nil
 	}
-	dir, _ := os.Getwd()
-	exe, _ := os.Executable()
-	opts.TestbinScript = testbinScript(opts.TestbinScript, dir, exe)
 	if _, err := os.Stat(opts.TestbinScript); opts.TestbinScript == "" || err != nil {
 		return missing
 	}

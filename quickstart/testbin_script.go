@@ -10,12 +10,15 @@ import (
 // bin/regent quickstart also builds what is missing when started from another directory.
 const defaultTestbinScript = "hack/testbin.sh"
 
-// testbinScript resolves the script to run: script as given when set, else the default found
-// from dir or from the executable exe; empty when neither has it.
-func testbinScript(script, dir, exe string) string {
-	if script != "" {
-		return script
-	}
+// FindTestbinScript is the clone's hack/testbin.sh found from the working directory or beside
+// the running binary; empty when neither has it.
+func FindTestbinScript() string {
+	dir, _ := os.Getwd()
+	exe, _ := os.Executable()
+	return findTestbinScript(dir, exe)
+}
+
+func findTestbinScript(dir, exe string) string {
 	candidates := []string{filepath.Join(dir, defaultTestbinScript)}
 	if exe != "" {
 		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", defaultTestbinScript))

@@ -18,14 +18,13 @@ func TestTestbinScript_FoundFromTheCloneOrBesideTheBinary(t *testing.T) {
 	exe := filepath.Join(clone, "bin", "regent")
 	elsewhere := t.TempDir()
 	for _, c := range []struct {
-		name, given, dir, exe, want string
+		name, dir, exe, want string
 	}{
-		{"given", "/opt/build.sh", elsewhere, exe, "/opt/build.sh"},
-		{"from the clone", "", clone, "", script},
-		{"beside bin/regent, started elsewhere", "", elsewhere, exe, script},
-		{"nowhere", "", elsewhere, filepath.Join(elsewhere, "regent"), ""},
+		{"from the clone", clone, "", script},
+		{"beside bin/regent, started elsewhere", elsewhere, exe, script},
+		{"nowhere", elsewhere, filepath.Join(elsewhere, "regent"), ""},
 	} {
-		if got := testbinScript(c.given, c.dir, c.exe); got != c.want {
+		if got := findTestbinScript(c.dir, c.exe); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

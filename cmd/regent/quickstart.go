@@ -13,12 +13,15 @@ func newQuickstartCommand() *cobra.Command {
 		Short: "Start a local fleet (a hub and three managed clusters) and keep it up until Ctrl-C",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Out = cmd.OutOrStdout()
+			if !cmd.Flags().Changed("testbin-script") {
+				opts.TestbinScript = quickstart.FindTestbinScript()
+			}
 			return quickstart.Run(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", "", "folder with kube-apiserver, etcd, kube-controller-manager (default: the `make testbin` cache)")
 	cmd.Flags().DurationVar(&opts.Lifetime, "lifetime", 0, "stop by itself after this long (0: run until interrupted)")
-	cmd.Flags().StringVar(&opts.TestbinScript, "testbin-script", "", "script that builds missing binaries (default: the clone's hack/testbin.sh, found from the working directory or beside bin/regent)")
+	cmd.Flags().StringVar(&opts.TestbinScript, "testbin-script", "", "script that builds missing binaries; empty: build none (default: the clone's hack/testbin.sh, from the working directory or beside bin/regent)")
 	cmd.Flags().BoolVar(&opts.RealNode, "real-node", false, "give "+quickstart.RealNodeCluster+" a real node (root, containerd, runc, CNI plugins, a static regent binary) and show a pod running on it and a privileged one refused")
 	// The real node's pod sandboxes and demo pod run this binary as their process.
 	cmd.AddCommand(&cobra.Command{Use: "pause", Hidden: true, Args: cobra.NoArgs,
