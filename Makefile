@@ -88,8 +88,11 @@ vet:
 	go vet ./...
 
 # Integration tests start real kube-apiservers; packages run in parallel, two at a time on 2 cores.
+# What tests keep for a person to look at (the dashboard's browser screenshots) goes to
+# test-artifacts/, which outlives the run.
+REGENT_ARTIFACTS ?= $(CURDIR)/test-artifacts
 test: testbin
-	REGENT_TESTBIN=$$(bash hack/testbin.sh --print-dir) go test -p 2 -timeout 25m ./...
+	REGENT_ARTIFACTS=$(REGENT_ARTIFACTS) REGENT_TESTBIN=$$(bash hack/testbin.sh --print-dir) go test -p 2 -timeout 25m ./...
 
 # ARGS=--real-node gives one cluster a real node (root, Debian's containerd runc containernetworking-plugins).
 quickstart: testbin build
