@@ -41,16 +41,20 @@ func (f *funcs) funcMap() template.FuncMap {
 	return m
 }
 
-// checkNamespace enforces Config.Namespace: hub templates read only the root's namespace.
-func (f *funcs) checkNamespace(namespace string) error {
+// checkNamespace enforces Config.Namespace: hub templates without a service account read only
+// the root's namespace, and of cluster-scoped objects only those on the allow-list.
+func (f *funcs) checkNamespace(apiVersion, kind, namespace, name string) error {
 	if f.cfg.Namespace == "" {
 		return nil
 	}
 	if namespace == "" {
-		return fmt.Errorf("cluster-scoped objects may not be read by hub templates; only namespace %s is allowed", f.cfg.Namespace)
+		if f.cfg.clusterScopedAllowed(apiVersion, kind, name) {
+			return nil
+		}
+		return fmt.Errorf("cluster-scoped objects may not be read by hub templates without hubTemplateOptions.serviceAccountName; only namespace %s is allowed", f.cfg.Namespace)
 	}
 	if namespace != f.cfg.Namespace {
-		return fmt.Errorf("the namespace %s is not allowed: hub templates may only read objects in the policy's namespace %s", namespace, f.cfg.Namespace)
+		return fmt.Errorf("the namespace %s is not allowed: hub templates may only read objects in the policy's namespace %s, unless hubTemplateOptions.serviceAccountName names a service account that may read them", namespace, f.cfg.Namespace)
 	}
 	return nil
 }
@@ -59,7 +63,7 @@ func (f *funcs) get(apiVersion, kind, namespace, name string) (*unstructured.Uns
 	if f.cfg.Reader == nil {
 		return nil, errors.New("no object reader is configured")
 	}
-	if err := f.checkNamespace(namespace); err != nil {
+	if err := f.checkNamespace(apiVersion, kind, namespace, name); err != nil {
 		return nil, err
 	}
 	return f.cfg.Reader.Get(f.ctx, apiVersion, kind, namespace, name)
@@ -180,7 +184,7 @@ func (f *funcs) lookup(apiVersion, kind, namespace, name string, selectors ...st
 	if f.cfg.Reader == nil {
 		return nil, errors.New("no object reader is configured")
 	}
-	if err := f.checkNamespace(namespace); err != nil {
+	if err := f.checkNamespace(apiVersion, kind, namespace, ""); err != nil {
 		return nil, fmt.Errorf("lookup %s %s %s: %w", apiVersion, kind, namespace, err)
 	}
 	items, err := f.cfg.Reader.List(f.ctx, apiVersion, kind, namespace, strings.Join(selectors, ","))
