@@ -3,8 +3,9 @@
 // fromClusterClaim, lookupClusterClaim, lookup, getNodesWithExactRoles, hasNodesWithExactRoles,
 // copySecretData, copyConfigMapData, protect, atoi, toInt/toBool/toLiteral, indent/autoindent,
 // base64, fromYAML/toYAML, and the sprig library (Masterminds/sprig v3, the one OCM uses) but env
-// and expandenv, which fail as a security risk. Where a name is both OCM's and sprig's, OCM's
-// wins, as there (sprig.go).
+// and expandenv, which fail as a security risk (and, in hub templates only, the functions whose
+// result changes on every call, which would rewrite replicas without end). Where a name is both
+// OCM's and sprig's, OCM's wins, as there (sprig.go).
 //
 // The same engine serves both sides: the spoke's ConfigurationPolicy controller resolves
 // managed-cluster templates ("{{ ... }}") against its own cluster, and the hub's propagator

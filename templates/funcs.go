@@ -21,7 +21,7 @@ type funcs struct {
 }
 
 func (f *funcs) funcMap() template.FuncMap {
-	m := sprigFuncs()
+	m := sprigFuncs(f.cfg.Hub)
 	for name, fn := range map[string]any{
 		"fromSecret":             f.fromSecret,
 		"fromConfigMap":          f.fromConfigMap,

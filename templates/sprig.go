@@ -13,15 +13,35 @@ import (
 // template: they would show the controller's environment.
 var deniedSprigFunctions = []string{"env", "expandenv"}
 
+// unrepeatableSprigFunctions answer differently on every call with the same input (the clock,
+// randomness, fresh keys, DNS). A hub template using one would resolve to a new replica on every
+// propagation, and every replica written makes the hub propagate its root again: a write loop.
+// Hub templates refuse them; managed-cluster templates, evaluated on their own schedule, keep
+// them, as on OCM.
+var unrepeatableSprigFunctions = []string{
+	"now", "ago", "randAlphaNum", "randAlpha", "randAscii", "randNumeric", "randBytes", "randInt",
+	"uuidv4", "shuffle", "bcrypt", "htpasswd", "encryptAES", "getHostByName",
+	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey",
+	"genSignedCert", "genSignedCertWithKey",
+}
+
 // sprigFuncs is the sprig library as OCM offers it in policy templates: every function but those
-// of deniedSprigFunctions, which fail saying why rather than being unknown; plus OCM's own
+// of deniedSprigFunctions, which fail saying why rather than being unknown (in hub templates those
+// of unrepeatableSprigFunctions too); plus OCM's own
 // spellings of sprig's JSON functions and its YAML pair. The functions of funcs.go take
 // precedence where the names meet (base64dec, indent, toInt, ...), as OCM's own do over sprig's.
-func sprigFuncs() template.FuncMap {
+func sprigFuncs(hub bool) template.FuncMap {
 	m := sprig.TxtFuncMap()
 	for _, name := range deniedSprigFunctions {
 		m[name] = func(...any) (any, error) {
 			return nil, fmt.Errorf("use of denylisted template function: function '%s' is considered a security risk", name)
+		}
+	}
+	if hub {
+		for _, name := range unrepeatableSprigFunctions {
+			m[name] = func(...any) (any, error) {
+				return nil, fmt.Errorf("function '%s' is not allowed in hub templates: its result changes on every propagation, so every cluster's replica would be rewritten without end", name)
+			}
 		}
 	}
 	for alias, name := range map[string]string{

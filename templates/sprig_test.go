@@ -93,3 +93,24 @@ func TestOCMFunctions_TakePrecedenceOverSprigsOfTheSameName(t *testing.T) {
 		}
 	}
 }
+
+// A hub template resolving differently on every propagation would rewrite its replicas without
+// end (each write propagates the root again): the functions whose result changes by itself are
+// refused there, and only there.
+func TestSprigFunctions_UnrepeatableOnesAreRefusedInHubTemplatesOnly(t *testing.T) {
+	hub := Config{Hub: true, Namespace: "root", Reader: objects{}}
+	for _, text := range []string{`{{hub now hub}}`, `{{hub uuidv4 hub}}`, `{{hub randAlphaNum 8 hub}}`, `{{hub genPrivateKey "rsa" hub}}`} {
+		if _, err := ResolveText(context.Background(), text, hub); err == nil || !strings.Contains(err.Error(), "not allowed in hub templates") {
+			t.Errorf("%s: err = %v, want a refusal saying why", text, err)
+		}
+	}
+	for _, text := range []string{`{{ now | date "2006" }}`, `{{ uuidv4 | len }}`, `{{ randAlphaNum 8 | len }}`} {
+		if got, err := resolve(t, text); err != nil || got == "" {
+			t.Errorf("%s in a managed-cluster template: %q, %v", text, got, err)
+		}
+	}
+	// Deterministic time functions stay: formatting a given time is repeatable.
+	if got, err := ResolveText(context.Background(), `{{hub toDate "2006-01-02" "2024-05-06" | date "Jan 2006" hub}}`, hub); err != nil || got != "May 2024" {
+		t.Errorf("date of a given time in a hub template: %q, %v", got, err)
+	}
+}
