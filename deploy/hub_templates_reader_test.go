@@ -48,6 +48,14 @@ func TestHubTemplatesReader_TheHubMayWatchWhatHubTemplatesRead(t *testing.T) {
 			}
 		}
 	}
+	// hubTemplateOptions.serviceAccountName: the hub asks what the ServiceAccount may read, and
+	// never acts as it.
+	if !may(hubSA, "create", "authorization.k8s.io", "subjectaccessreviews") {
+		t.Error("the hub may not ask whether a hub template's service account may read an object")
+	}
+	if may(hubSA, "impersonate", "", "serviceaccounts") {
+		t.Error("the hub-templates reader lets the hub impersonate service accounts")
+	}
 	// Read only: the grant writes nothing, and is the hub's alone.
 	if may(hubSA, "update", "", "secrets") {
 		t.Error("the hub-templates reader grants update of secrets")

@@ -35,12 +35,35 @@ type Config struct {
 	// Reader serves fromSecret, fromConfigMap, fromClusterClaim, lookup and copy*Data.
 	Reader Reader
 	// Namespace, when set, is the only namespace templates may read, and cluster-scoped reads
-	// are refused: hub templates may read only the root policy's namespace.
+	// are refused but for ClusterScopedAllowList: hub templates resolved without a service account
+	// may read only the root policy's namespace. Empty, reads go wherever Reader lets them.
 	Namespace string
+	// ClusterScopedAllowList names the cluster-scoped objects templates may read despite
+	// Namespace: OCM lets hub templates read the ManagedCluster they are resolved for.
+	ClusterScopedAllowList []ClusterScopedObject
 	// Data is the template's dot (.ManagedClusterName and friends on the hub).
 	Data any
 	// Protect encrypts a value for the managed cluster; nil makes "protect" an error.
 	Protect func(plaintext string) (string, error)
+}
+
+// ClusterScopedObject names a cluster-scoped object by API group, kind and name.
+type ClusterScopedObject struct {
+	Group, Kind, Name string
+}
+
+// clusterScopedAllowed says whether the cluster-scoped object is on the allow-list.
+func (c Config) clusterScopedAllowed(apiVersion, kind, name string) bool {
+	group, _, found := strings.Cut(apiVersion, "/")
+	if !found {
+		group = "" // the core group: "v1"
+	}
+	for _, o := range c.ClusterScopedAllowList {
+		if o.Group == group && o.Kind == kind && o.Name == name && name != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (c Config) delims() (string, string) {

@@ -73,3 +73,32 @@ func TestHubTemplatesReadOnlyTheRootNamespace(t *testing.T) {
 		}
 	}
 }
+
+func TestHubTemplates_WithoutServiceAccountReadOnlyTheirOwnClusterScopedObjects(t *testing.T) {
+	mc := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+			"metadata": map[string]any{"name": name}}}
+	}
+	r := objects{"ManagedCluster//c1": mc("c1"), "ManagedCluster//c2": mc("c2")}
+	cfg := Config{Hub: true, Reader: r, Namespace: "root", Data: map[string]any{"ManagedClusterName": "c1"},
+		ClusterScopedAllowList: []ClusterScopedObject{{Group: "cluster.open-cluster-management.io", Kind: "ManagedCluster", Name: "c1"}}}
+	got, err := ResolveText(context.Background(), `{{hub (lookup "cluster.open-cluster-management.io/v1" "ManagedCluster" "" .ManagedClusterName).metadata.name hub}}`, cfg)
+	if err != nil || got != "c1" {
+		t.Fatalf("the cluster's own ManagedCluster: got %q, %v", got, err)
+	}
+	for _, text := range []string{
+		`{{hub (lookup "cluster.open-cluster-management.io/v1" "ManagedCluster" "" "c2").metadata.name hub}}`,
+		`{{hub (lookup "cluster.open-cluster-management.io/v1" "ManagedCluster" "" "").items hub}}`,
+		`{{hub (lookup "example.com/v1" "ManagedCluster" "" "c1").metadata.name hub}}`,
+	} {
+		if _, err := ResolveText(context.Background(), text, cfg); err == nil || !strings.Contains(err.Error(), "serviceAccountName") {
+			t.Errorf("%s: err = %v, want a refusal pointing at hubTemplateOptions.serviceAccountName", text, err)
+		}
+	}
+	// With a service account (no namespace restriction) the Reader alone decides.
+	cfg.Namespace, cfg.ClusterScopedAllowList = "", nil
+	got, err = ResolveText(context.Background(), `{{hub (lookup "cluster.open-cluster-management.io/v1" "ManagedCluster" "" "c2").metadata.name hub}}`, cfg)
+	if err != nil || got != "c2" {
+		t.Errorf("with a service account: got %q, %v", got, err)
+	}
+}

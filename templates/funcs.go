@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -20,37 +21,48 @@ type funcs struct {
 }
 
 func (f *funcs) funcMap() template.FuncMap {
-	m := template.FuncMap{
-		"fromSecret":        f.fromSecret,
-		"fromConfigMap":     f.fromConfigMap,
-		"fromClusterClaim":  f.fromClusterClaim,
-		"lookup":            f.lookup,
-		"copySecretData":    f.copySecretData,
-		"copyConfigMapData": f.copyConfigMapData,
-		"protect":           f.protect,
-		"base64enc":         base64enc,
-		"base64dec":         base64dec,
-		"indent":            indentLines,
-		"toInt":             toInt,
-		"toBool":            toBool,
-		"toLiteral":         func(s string) string { return s },
-	}
-	for k, v := range sprigSubset() {
-		m[k] = v
+	m := sprigFuncs(f.cfg.Hub)
+	for name, fn := range map[string]any{
+		"fromSecret":             f.fromSecret,
+		"fromConfigMap":          f.fromConfigMap,
+		"fromClusterClaim":       f.fromClusterClaim,
+		"lookupClusterClaim":     f.lookupClusterClaim,
+		"lookup":                 f.lookup,
+		"getNodesWithExactRoles": f.getNodesWithExactRoles,
+		"hasNodesWithExactRoles": f.hasNodesWithExactRoles,
+		"copySecretData":         f.copySecretData,
+		"copyConfigMapData":      f.copyConfigMapData,
+		"protect":                f.protect,
+		"base64enc":              base64enc,
+		"base64dec":              base64dec,
+		"b64enc":                 base64enc,
+		"b64dec":                 base64dec,
+		"indent":                 indentLines,
+		"autoindent":             autoindentMisplaced,
+		"atoi":                   atoi,
+		"toInt":                  toInt,
+		"toBool":                 toBool,
+		"toLiteral":              func(s string) string { return s },
+	} {
+		m[name] = fn
 	}
 	return m
 }
 
-// checkNamespace enforces Config.Namespace: hub templates read only the root's namespace.
-func (f *funcs) checkNamespace(namespace string) error {
+// checkNamespace enforces Config.Namespace: hub templates without a service account read only
+// the root's namespace, and of cluster-scoped objects only those on the allow-list.
+func (f *funcs) checkNamespace(apiVersion, kind, namespace, name string) error {
 	if f.cfg.Namespace == "" {
 		return nil
 	}
 	if namespace == "" {
-		return fmt.Errorf("cluster-scoped objects may not be read by hub templates; only namespace %s is allowed", f.cfg.Namespace)
+		if f.cfg.clusterScopedAllowed(apiVersion, kind, name) {
+			return nil
+		}
+		return fmt.Errorf("cluster-scoped objects may not be read by hub templates without hubTemplateOptions.serviceAccountName; only namespace %s is allowed", f.cfg.Namespace)
 	}
 	if namespace != f.cfg.Namespace {
-		return fmt.Errorf("the namespace %s is not allowed: hub templates may only read objects in the policy's namespace %s", namespace, f.cfg.Namespace)
+		return fmt.Errorf("the namespace %s is not allowed: hub templates may only read objects in the policy's namespace %s, unless hubTemplateOptions.serviceAccountName names a service account that may read them", namespace, f.cfg.Namespace)
 	}
 	return nil
 }
@@ -59,7 +71,7 @@ func (f *funcs) get(apiVersion, kind, namespace, name string) (*unstructured.Uns
 	if f.cfg.Reader == nil {
 		return nil, errors.New("no object reader is configured")
 	}
-	if err := f.checkNamespace(namespace); err != nil {
+	if err := f.checkNamespace(apiVersion, kind, namespace, name); err != nil {
 		return nil, err
 	}
 	return f.cfg.Reader.Get(f.ctx, apiVersion, kind, namespace, name)
@@ -150,18 +162,35 @@ func (f *funcs) copyData(kind, namespace, name string) (string, error) {
 }
 
 func (f *funcs) fromClusterClaim(name string) (string, error) {
+	v, found, err := f.clusterClaim(name)
+	if err == nil && !found {
+		err = fmt.Errorf("failed to get the cluster claim %s: clusterclaims.cluster.open-cluster-management.io %q not found", name, name)
+	}
+	return v, err
+}
+
+// lookupClusterClaim is fromClusterClaim for a claim that may be missing: then it is "".
+func (f *funcs) lookupClusterClaim(name string) (string, error) {
+	v, _, err := f.clusterClaim(name)
+	return v, err
+}
+
+func (f *funcs) clusterClaim(name string) (string, bool, error) {
 	if f.cfg.Namespace != "" {
-		return "", errors.New("fromClusterClaim is not available in hub templates")
+		return "", false, errors.New("cluster claims are not available in hub templates")
+	}
+	if name == "" {
+		return "", false, errors.New("a claim name must be provided")
 	}
 	obj, err := f.get("cluster.open-cluster-management.io/v1alpha1", "ClusterClaim", "", name)
 	if err != nil {
-		return "", fmt.Errorf("failed to get the cluster claim %s: %w", name, err)
+		return "", false, fmt.Errorf("failed to get the cluster claim %s: %w", name, err)
 	}
 	if obj == nil {
-		return "", fmt.Errorf("failed to get the cluster claim %s: clusterclaims.cluster.open-cluster-management.io %q not found", name, name)
+		return "", false, nil
 	}
 	v, _, _ := unstructured.NestedString(obj.Object, "spec", "value")
-	return v, nil
+	return v, true, nil
 }
 
 // lookup returns the object as a map, or an empty map when it does not exist. With an empty
@@ -180,7 +209,7 @@ func (f *funcs) lookup(apiVersion, kind, namespace, name string, selectors ...st
 	if f.cfg.Reader == nil {
 		return nil, errors.New("no object reader is configured")
 	}
-	if err := f.checkNamespace(namespace); err != nil {
+	if err := f.checkNamespace(apiVersion, kind, namespace, ""); err != nil {
 		return nil, fmt.Errorf("lookup %s %s %s: %w", apiVersion, kind, namespace, err)
 	}
 	items, err := f.cfg.Reader.List(f.ctx, apiVersion, kind, namespace, strings.Join(selectors, ","))
@@ -205,6 +234,68 @@ func (f *funcs) protect(value string) (string, error) {
 		return "", nil
 	}
 	return f.cfg.Protect(value)
+}
+
+// nodeRoleLabel prefixes the labels that give a Node its roles.
+const nodeRoleLabel = "node-role.kubernetes.io/"
+
+// getNodesWithExactRoles lists, as {"items": [...]}, the Nodes that have every role named and no
+// other, the worker role aside (OCM counts it as no role of its own).
+func (f *funcs) getNodesWithExactRoles(roles ...string) (map[string]any, error) {
+	var want []string
+	for _, r := range roles {
+		if strings.TrimSpace(r) != "" {
+			want = append(want, nodeRoleLabel+r)
+		}
+	}
+	if len(want) == 0 {
+		return nil, errors.New("getNodesWithExactRoles: at least one role must be named")
+	}
+	// A selector of label keys alone: the Nodes that have each of them.
+	nodes, err := f.lookup("v1", "Node", "", "", want...)
+	if err != nil {
+		return nil, err
+	}
+	allowed := append(want, nodeRoleLabel+"worker")
+	items, _ := nodes["items"].([]any)
+	out := make([]any, 0, len(items))
+	for _, it := range items {
+		node, _ := it.(map[string]any)
+		labels, _, _ := unstructured.NestedStringMap(node, "metadata", "labels")
+		exact := true
+		for k := range labels {
+			if strings.HasPrefix(k, nodeRoleLabel) && !slices.Contains(allowed, k) {
+				exact = false
+				break
+			}
+		}
+		if exact {
+			out = append(out, node)
+		}
+	}
+	return map[string]any{"items": out}, nil
+}
+
+// hasNodesWithExactRoles says whether getNodesWithExactRoles finds any Node.
+func (f *funcs) hasNodesWithExactRoles(roles ...string) (bool, error) {
+	nodes, err := f.getNodesWithExactRoles(roles...)
+	if err != nil {
+		return false, err
+	}
+	items, _ := nodes["items"].([]any)
+	return len(items) > 0, nil
+}
+
+// atoi is OCM's: a string that is no integer is 0.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// autoindentMisplaced runs only for an autoindent expandAutoindent could not place (its action
+// does not start on the line it sits on).
+func autoindentMisplaced(string) (string, error) {
+	return "", errors.New("autoindent must be in an action that starts on its own line; use indent N instead")
 }
 
 func base64enc(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

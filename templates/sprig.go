@@ -1,147 +1,87 @@
 package templates
 
 import (
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
+	"text/template"
+
+	sprig "github.com/Masterminds/sprig/v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
-// sprigSubset is the part of the sprig library OCM allows in policy templates, written against
-// the standard library (sprig itself is not a dependency of this module).
-func sprigSubset() map[string]any {
-	return map[string]any{
-		"cat":       cat,
-		"contains":  func(sub, s string) bool { return strings.Contains(s, sub) },
-		"default":   dfault,
-		"empty":     empty,
-		"fromJson":  fromJSON,
-		"hasPrefix": func(prefix, s string) bool { return strings.HasPrefix(s, prefix) },
-		"hasSuffix": func(suffix, s string) bool { return strings.HasSuffix(s, suffix) },
-		"join":      join,
-		"list":      func(v ...any) []any { return v },
-		"dict":      dict,
-		"lower":     strings.ToLower,
-		"upper":     strings.ToUpper,
-		"quote":     quote,
-		"replace":   func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
-		"split":     split,
-		"splitn":    splitn,
-		"ternary":   func(a, b any, cond bool) any { return map[bool]any{true: a, false: b}[cond] },
-		"trim":      strings.TrimSpace,
-		"trimAll":   func(cut, s string) string { return strings.Trim(s, cut) },
-		"trunc":     trunc,
-		"toJson":    toJSON,
-		"toRawJson": toJSON,
-		"b64enc":    base64enc,
-		"b64dec":    base64dec,
-		"add":       func(a, b int) int { return a + b },
-		"sub":       func(a, b int) int { return a - b },
-		"mul":       func(a, b int) int { return a * b },
-		"toString":  func(v any) string { return fmt.Sprint(v) },
-	}
+// deniedSprigFunctions are the sprig functions OCM's go-template-utils refuses in every policy
+// template: they would show the controller's environment.
+var deniedSprigFunctions = []string{"env", "expandenv"}
+
+// unrepeatableSprigFunctions answer differently on every call with the same input (the clock,
+// randomness, fresh keys, DNS). A hub template using one would resolve to a new replica on every
+// propagation, and every replica written makes the hub propagate its root again: a write loop.
+// Hub templates refuse them; managed-cluster templates, evaluated on their own schedule, keep
+// them, as on OCM.
+var unrepeatableSprigFunctions = []string{
+	"now", "ago", "randAlphaNum", "randAlpha", "randAscii", "randNumeric", "randBytes", "randInt",
+	"uuidv4", "shuffle", "bcrypt", "htpasswd", "encryptAES", "getHostByName",
+	"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey",
+	"genSignedCert", "genSignedCertWithKey",
 }
 
-func cat(v ...any) string {
-	parts := make([]string, 0, len(v))
-	for _, x := range v {
-		if x != nil {
-			parts = append(parts, fmt.Sprint(x))
+// sprigFuncs is the sprig library as OCM offers it in policy templates: every function but those
+// of deniedSprigFunctions, which fail saying why rather than being unknown (in hub templates those
+// of unrepeatableSprigFunctions too); plus OCM's own
+// spellings of sprig's JSON functions and its YAML pair. The functions of funcs.go take
+// precedence where the names meet (base64dec, indent, toInt, ...), as OCM's own do over sprig's.
+func sprigFuncs(hub bool) template.FuncMap {
+	m := sprig.TxtFuncMap()
+	for _, name := range deniedSprigFunctions {
+		m[name] = func(...any) (any, error) {
+			return nil, fmt.Errorf("use of denylisted template function: function '%s' is considered a security risk", name)
 		}
 	}
-	return strings.Join(parts, " ")
-}
-
-func empty(v any) bool {
-	if v == nil {
-		return true
-	}
-	r := reflect.ValueOf(v)
-	switch r.Kind() {
-	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
-		return r.Len() == 0
-	case reflect.Pointer, reflect.Interface:
-		return r.IsNil()
-	}
-	return r.IsZero()
-}
-
-// dfault is sprig's "default": the given value unless it is empty.
-func dfault(d any, given ...any) any {
-	if len(given) == 0 || empty(given[0]) {
-		return d
-	}
-	return given[0]
-}
-
-func fromJSON(s string) (any, error) {
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return nil, fmt.Errorf("fromJson: %w", err)
-	}
-	return v, nil
-}
-
-func toJSON(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("toJson: %w", err)
-	}
-	return string(b), nil
-}
-
-func join(sep string, v any) string {
-	r := reflect.ValueOf(v)
-	if r.Kind() != reflect.Slice && r.Kind() != reflect.Array {
-		return fmt.Sprint(v)
-	}
-	parts := make([]string, r.Len())
-	for i := range parts {
-		parts[i] = fmt.Sprint(r.Index(i).Interface())
-	}
-	return strings.Join(parts, sep)
-}
-
-func dict(kv ...any) (map[string]any, error) {
-	if len(kv)%2 != 0 {
-		return nil, fmt.Errorf("dict: odd number of arguments")
-	}
-	m := make(map[string]any, len(kv)/2)
-	for i := 0; i < len(kv); i += 2 {
-		m[fmt.Sprint(kv[i])] = kv[i+1]
-	}
-	return m, nil
-}
-
-func quote(v ...any) string {
-	parts := make([]string, 0, len(v))
-	for _, x := range v {
-		if x != nil {
-			parts = append(parts, fmt.Sprintf("%q", fmt.Sprint(x)))
+	if hub {
+		for _, name := range unrepeatableSprigFunctions {
+			m[name] = func(...any) (any, error) {
+				return nil, fmt.Errorf("function '%s' is not allowed in hub templates: its result changes on every propagation, so every cluster's replica would be rewritten without end", name)
+			}
 		}
 	}
-	return strings.Join(parts, " ")
-}
-
-// split and splitn return sprig's shape: a map keyed _0, _1, ...
-func split(sep, s string) map[string]string { return indexed(strings.Split(s, sep)) }
-
-func splitn(sep string, n int, s string) map[string]string { return indexed(strings.SplitN(s, sep, n)) }
-
-func indexed(parts []string) map[string]string {
-	m := make(map[string]string, len(parts))
-	for i, p := range parts {
-		m[fmt.Sprintf("_%d", i)] = p
+	for alias, name := range map[string]string{
+		"fromJSON": "fromJson", "mustFromJSON": "mustFromJson",
+		"toJSON": "toJson", "mustToJSON": "mustToJson",
+		"toRawJSON": "toRawJson", "mustToRawJSON": "mustToRawJson",
+	} {
+		m[alias] = m[name]
 	}
+	m["toYAML"], m["toYaml"] = toYAML, toYAML
+	m["fromYAML"], m["fromYaml"] = fromYAML, fromYAML
 	return m
 }
 
-func trunc(n int, s string) string {
-	switch {
-	case n < 0 && -n < len(s):
-		return s[len(s)+n:]
-	case n >= 0 && n < len(s):
-		return s[:n]
+// toYAML renders v as YAML indented by two spaces, without the trailing newline: the result is
+// meant to be piped into indent or autoindent under a key.
+func toYAML(v any) (out string, err error) {
+	// The encoder panics on values it cannot represent (a func, a channel).
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("toYAML: %v", r)
+		}
+	}()
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("toYAML: %w", err)
 	}
-	return s
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("toYAML: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// fromYAML parses one YAML document into maps, lists and scalars.
+func fromYAML(s string) (any, error) {
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		return nil, fmt.Errorf("fromYAML: %w", err)
+	}
+	return v, nil
 }

@@ -29,6 +29,8 @@ import (
 // the second makes a change of what the templates read a new write.
 const hubTemplatesAnnotation = "regent.dev/hub-templates-hash"
 
+var managedClusterGVK = clusterv1.SchemeGroupVersion.WithKind("ManagedCluster")
+
 // hasHubTemplates says whether root's replicas must be resolved per cluster.
 func hasHubTemplates(root *policyv1.Policy) bool {
 	if strings.EqualFold(root.Annotations[templates.DisableAnnotation], "true") {
@@ -43,16 +45,24 @@ func hasHubTemplates(root *policyv1.Policy) bool {
 }
 
 // resolveHubTemplates returns spec with the hub templates of its policy templates resolved for
-// cluster. Templates read only the root's namespace, as OCM allows.
+// cluster. Without spec.hubTemplateOptions.serviceAccountName templates read only the root's
+// namespace and their cluster's ManagedCluster, as OCM allows; with it, whatever that
+// ServiceAccount may list and watch (hub_template_access.go).
 // Values read from Secrets (fromSecret, copySecretData) and piped into protect are encrypted with
 // enc, as OCM does; each template that encrypted something carries the IV annotation.
-func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, enc *replicaEncryption) (*policyv1.PolicySpec, error) {
+func (r *Reconciler) resolveHubTemplates(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, enc *replicaEncryption) (*policyv1.PolicySpec, error) {
+	root := run.root
+	if run.withSA {
+		if err := run.serviceAccount(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// Unstructured: the hub's scheme does not carry ManagedCluster.
 	mc := &unstructured.Unstructured{}
-	mc.SetGroupVersionKind(clusterv1.SchemeGroupVersion.WithKind("ManagedCluster"))
+	mc.SetGroupVersionKind(managedClusterGVK)
 	// .ManagedClusterLabels: a relabelled cluster re-propagates the roots with hub templates.
 	if r.templateWatches != nil {
-		if err := r.templateWatches.ensure(mc.GroupVersionKind(), client.ObjectKeyFromObject(root)); err != nil {
+		if err := r.templateWatches.ensure(mc.GroupVersionKind(), client.ObjectKeyFromObject(root), ""); err != nil {
 			return nil, err
 		}
 	}
@@ -60,10 +70,9 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 		return nil, fmt.Errorf("read ManagedCluster %s for hub templates: %w", cluster, err)
 	}
 	cfg := templates.Config{
-		Hub:       true,
-		Protect:   enc.protect,
-		Namespace: root.Namespace,
-		Reader:    &hubReader{r: r, root: client.ObjectKeyFromObject(root)},
+		Hub:     true,
+		Protect: enc.protect,
+		Reader:  &hubReader{r: r, run: run},
 		Data: map[string]any{
 			"ManagedClusterName":   cluster,
 			"ManagedClusterLabels": mc.GetLabels(),
@@ -71,6 +80,10 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 				"name": root.Name, "namespace": root.Namespace, "labels": root.Labels, "annotations": root.Annotations,
 			},
 		},
+	}
+	if !run.withSA {
+		cfg.Namespace = root.Namespace
+		cfg.ClusterScopedAllowList = []templates.ClusterScopedObject{{Group: managedClusterGVK.Group, Kind: managedClusterGVK.Kind, Name: cluster}}
 	}
 	out := spec.DeepCopy()
 	for i, t := range out.PolicyTemplates {
@@ -96,9 +109,10 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, root *policyv1.Pol
 // resolved for its cluster, and is current when both hashes of hubTemplatesAnnotation are.
 // A template that does not resolve leaves the replica as it is; the error is the cluster's
 // write failure, which the root reports.
-func (r *Reconciler) writeTemplatedSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+	root := run.root
 	enc := &replicaEncryption{r: r, ctx: ctx, cluster: cluster, existing: existing}
-	resolved, err := r.resolveHubTemplates(ctx, root, cluster, spec, enc)
+	resolved, err := r.resolveHubTemplates(ctx, run, cluster, spec, enc)
 	if err != nil {
 		return fmt.Errorf("hub templates of %s/%s for cluster %s: %w", root.Namespace, root.Name, cluster, err)
 	}
@@ -144,21 +158,28 @@ func templatedHash(rep *policyv1.Policy) (string, bool) {
 	return unresolved, true
 }
 
-// hubReader reads for hub templates through the hub's cache, and watches each kind read so a
-// change of an object a root's templates read re-propagates that root.
+// hubReader reads for hub templates through the hub's cache, and watches what it read so a
+// change of an object a root's templates read re-propagates that root. With a ServiceAccount, a
+// read is made only once the ServiceAccount is found allowed to make it.
 type hubReader struct {
-	r    *Reconciler
-	root types.NamespacedName
+	r   *Reconciler
+	run *hubTemplateRun
 }
 
-func (h *hubReader) gvk(apiVersion, kind string) (schema.GroupVersionKind, error) {
+// prepare authorizes a read of the kind in namespace (name empty for a list) and watches the kind.
+func (h *hubReader) prepare(ctx context.Context, apiVersion, kind, namespace, name string) (schema.GroupVersionKind, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
 	}
 	gvk := gv.WithKind(kind)
+	if h.run.withSA {
+		if err := h.run.authorize(ctx, gvk, namespace, name); err != nil {
+			return gvk, err
+		}
+	}
 	if h.r.templateWatches != nil {
-		if err := h.r.templateWatches.ensure(gvk, h.root); err != nil {
+		if err := h.r.templateWatches.ensure(gvk, client.ObjectKeyFromObject(h.run.root), namespace); err != nil {
 			return gvk, err
 		}
 	}
@@ -166,7 +187,7 @@ func (h *hubReader) gvk(apiVersion, kind string) (schema.GroupVersionKind, error
 }
 
 func (h *hubReader) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
-	gvk, err := h.gvk(apiVersion, kind)
+	gvk, err := h.prepare(ctx, apiVersion, kind, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +203,7 @@ func (h *hubReader) Get(ctx context.Context, apiVersion, kind, namespace, name s
 }
 
 func (h *hubReader) List(ctx context.Context, apiVersion, kind, namespace, selector string) ([]unstructured.Unstructured, error) {
-	gvk, err := h.gvk(apiVersion, kind)
+	gvk, err := h.prepare(ctx, apiVersion, kind, namespace, "")
 	if err != nil {
 		return nil, err
 	}
@@ -199,45 +220,52 @@ func (h *hubReader) List(ctx context.Context, apiVersion, kind, namespace, selec
 }
 
 // templateWatches starts one watch per kind hub templates read, on first use, and maps an event
-// to the roots of the object's namespace whose templates read that kind. Only kinds templates
+// to the roots whose templates read that kind in the object's namespace. Only kinds templates
 // read are cached, never every Secret of the hub up front.
 type templateWatches struct {
 	mu         sync.Mutex
 	cache      cache.Cache
 	controller controller.Controller
 	started    map[schema.GroupVersionKind]bool
-	// readers holds, by kind and namespace, the roots whose templates read it.
-	readers map[schema.GroupVersionKind]map[types.NamespacedName]bool
+	// readers holds, by kind, the roots whose templates read it and in which namespaces; ""
+	// stands for all of them and for the cluster scope (a list across namespaces, the
+	// ManagedCluster).
+	readers map[schema.GroupVersionKind]map[types.NamespacedName]map[string]bool
 }
 
-func (w *templateWatches) ensure(gvk schema.GroupVersionKind, root types.NamespacedName) error {
+func (w *templateWatches) ensure(gvk schema.GroupVersionKind, root types.NamespacedName, namespace string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.readers[gvk] == nil {
-		w.readers[gvk] = map[types.NamespacedName]bool{}
+		w.readers[gvk] = map[types.NamespacedName]map[string]bool{}
 	}
-	w.readers[gvk][root] = true
+	if w.readers[gvk][root] == nil {
+		w.readers[gvk][root] = map[string]bool{}
+	}
+	w.readers[gvk][root][namespace] = true
 	if w.started[gvk] {
 		return nil
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
-	toRoots := func(_ context.Context, o client.Object) []reconcile.Request {
+	if err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(w.rootsReading(gvk)))); err != nil {
+		return fmt.Errorf("watch %s for hub templates: %w", gvk, err)
+	}
+	w.started[gvk] = true
+	return nil
+}
+
+// rootsReading maps an object of kind gvk to the roots whose templates read its namespace.
+func (w *templateWatches) rootsReading(gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		var out []reconcile.Request
-		for root := range w.readers[gvk] {
-			// Templates read only their root's namespace; a cluster-scoped kind read is the
-			// ManagedCluster, which concerns every root that reads it.
-			if o.GetNamespace() == "" || root.Namespace == o.GetNamespace() {
+		for root, namespaces := range w.readers[gvk] {
+			if namespaces[""] || namespaces[o.GetNamespace()] {
 				out = append(out, reconcile.Request{NamespacedName: root})
 			}
 		}
 		return out
 	}
-	if err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(toRoots))); err != nil {
-		return fmt.Errorf("watch %s for hub templates: %w", gvk, err)
-	}
-	w.started[gvk] = true
-	return nil
 }

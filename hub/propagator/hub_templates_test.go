@@ -17,15 +17,22 @@ import (
 )
 
 // hubTemplatedRoot is a root whose ConfigurationPolicy reads, through hub templates, the ConfigMap
-// source in namespace from, keyed by the cluster's name and label.
+// source in namespace from, keyed by the cluster's name and label, and its cluster's ManagedCluster.
 func (e *env) hubTemplatedRoot(name, from string) {
 	e.t.Helper()
-	data := map[string]string{
+	e.templatedRoot(name, nil, map[string]string{
 		"cluster": "{{hub .ManagedClusterName hub}}",
 		"region":  fmt.Sprintf(`{{hub fromConfigMap %q "source" (printf "region-%%s" (index .ManagedClusterLabels "zone")) hub}}`, from),
 		"policy":  "{{hub .PolicyMetadata.name hub}}",
+		"managed": `{{hub (lookup "cluster.open-cluster-management.io/v1" "ManagedCluster" "" .ManagedClusterName).metadata.name hub}}`,
 		"spoke":   `{{ fromClusterClaim "id.k8s.io" }}`,
-	}
+	})
+}
+
+// templatedRoot is a root whose ConfigurationPolicy asks for a ConfigMap with data, its hub
+// templates resolved with opts.
+func (e *env) templatedRoot(name string, opts *policyv1.HubTemplateOptions, data map[string]string) {
+	e.t.Helper()
 	tmpl, err := json.Marshal(map[string]any{
 		"apiVersion": "policy.open-cluster-management.io/v1", "kind": "ConfigurationPolicy", "metadata": map[string]any{"name": name},
 		"spec": map[string]any{"severity": "low", "object-templates": []any{map[string]any{"complianceType": "musthave",
@@ -37,7 +44,7 @@ func (e *env) hubTemplatedRoot(name, from string) {
 	}
 	e.create(&policyv1.Policy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform,
+		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform, HubTemplateOptions: opts,
 			PolicyTemplates: []*policyv1.PolicyTemplate{{ObjectDefinition: runtime.RawExtension{Raw: tmpl}}}},
 	})
 }
@@ -62,6 +69,8 @@ func replicaData(rep *policyv1.Policy) map[string]any {
 	return cp.Spec.ObjectTemplates[0].ObjectDefinition.Data
 }
 
+// Without hubTemplateOptions.serviceAccountName, as on OCM: the root's namespace and the cluster's
+// own ManagedCluster.
 func TestHubTemplates_ResolvedPerClusterFromTheRootNamespaceAndFollowTheirSources(t *testing.T) {
 	e := newEnv(t)
 	c1, c2 := e.cluster("c1", map[string]string{"zone": "a"}), e.cluster("c2", map[string]string{"zone": "b"})
@@ -75,8 +84,8 @@ func TestHubTemplates_ResolvedPerClusterFromTheRootNamespaceAndFollowTheirSource
 	e.expectReplicas("p", c1, c2)
 
 	want := map[string]map[string]any{
-		c1: {"cluster": c1, "region": "east", "policy": "p", "spoke": `{{ fromClusterClaim "id.k8s.io" }}`},
-		c2: {"cluster": c2, "region": "west", "policy": "p", "spoke": `{{ fromClusterClaim "id.k8s.io" }}`},
+		c1: {"cluster": c1, "region": "east", "policy": "p", "managed": c1, "spoke": `{{ fromClusterClaim "id.k8s.io" }}`},
+		c2: {"cluster": c2, "region": "west", "policy": "p", "managed": c2, "spoke": `{{ fromClusterClaim "id.k8s.io" }}`},
 	}
 	e.eventually("replicas resolved per cluster", func() (bool, string) {
 		for cluster, w := range want {

@@ -70,7 +70,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		return err
 	}
 	r.templateWatches = &templateWatches{cache: mgr.GetCache(), controller: c,
-		started: map[schema.GroupVersionKind]bool{}, readers: map[schema.GroupVersionKind]map[types.NamespacedName]bool{}}
+		started: map[schema.GroupVersionKind]bool{}, readers: map[schema.GroupVersionKind]map[types.NamespacedName]map[string]bool{}}
 	return r.setupKeyRotation(mgr, c)
 }
 

@@ -48,6 +48,10 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		}
 	}
 	enforcing := func(spec *policyv1.PolicySpec) bool { return memo[spec] }
+	var run *hubTemplateRun
+	if hasHubTemplates(root) {
+		run = r.newHubTemplateRun(root)
+	}
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
 	// a cluster and gives it to another, the two are never enforced at once. So a cluster that
 	// could not be told to stop holds back every cluster about to start.
@@ -56,7 +60,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		if enforcing(spec) {
 			return nil
 		}
-		return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
+		return r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster])
 	})
 	maps.Copy(failed, stopped)
 	out := writeOutcome{failed: failed}
@@ -78,7 +82,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			if !enforcing(spec) {
 				return nil
 			}
-			return r.writeSpec(ctx, root, cluster, spec, p.hash[spec], existing[cluster])
+			return r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster])
 		}))
 	}
 	// A pass that created replicas leaves their rollout status to the next one, which the creations'
@@ -135,9 +139,10 @@ func isEnforce(spec *policyv1.PolicySpec) bool {
 	return enforces(spec)
 }
 
-func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
-	if hasHubTemplates(root) {
-		return r.writeTemplatedSpec(ctx, root, cluster, spec, hash, existing)
+// writeSpec writes the replica of cluster; run is set when root has hub templates.
+func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+	if run != nil {
+		return r.writeTemplatedSpec(ctx, run, cluster, spec, hash, existing)
 	}
 	if existing != nil && replicaCurrent(existing, root, spec, hash) {
 		return nil

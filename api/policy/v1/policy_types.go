@@ -50,7 +50,7 @@ type PolicySpec struct {
 	// +optional
 	Dependencies []PolicyDependency `json:"dependencies,omitempty"`
 
-	// HubTemplateOptions tune how hub templates are resolved; kept for OCM compatibility.
+	// HubTemplateOptions tune how hub templates ({{hub ... hub}}) are resolved.
 	// +optional
 	HubTemplateOptions *HubTemplateOptions `json:"hubTemplateOptions,omitempty"`
 
@@ -63,7 +63,11 @@ type PolicySpec struct {
 
 // HubTemplateOptions are OCM's options for hub templates.
 type HubTemplateOptions struct {
-	// ServiceAccountName is the service account hub templates are resolved as.
+	// ServiceAccountName names a service account in the policy's namespace whose permissions hub
+	// templates read with: any object it may list and watch, in any namespace. Without it, hub
+	// templates read only objects of the policy's namespace and the ManagedCluster they are
+	// resolved for. A missing service account or a read it may not make is reported on the
+	// policy, and its replicas are left as they are.
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
