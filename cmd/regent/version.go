@@ -44,6 +44,9 @@ func newVersionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, VCS revision and Go version regent was built with",
+		Example: `  regent version
+  # for scripts
+  regent version -o json`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := currentVersion()
