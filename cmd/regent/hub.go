@@ -20,15 +20,26 @@ func newHubCommand() *cobra.Command {
 	var addonManager, dashboardOn bool
 	var placement opa.Options
 	var placementInventory []string
+	var limits kubeAPILimits
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: propagation, progressive rollout, status aggregation",
+		Example: `  # against the hub of the current kubeconfig context, alone
+  regent hub
+  # as deploy/hub runs it: replicas electing a leader, health probes on :8081
+  regent hub --leader-elect --leader-election-namespace=regent-system --health-probe-bind-address=:8081
+  # with the placement query API, its webhook and the fleet dashboard on :8443
+  regent hub --placement-api-addr=:8443 --placement-api-cert-file=tls.crt --placement-api-key-file=tls.key`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(kubeconfig)
+			if err := limits.check(""); err != nil {
+				return err
+			}
+			// The propagator, the addon manager and the placement engine share the limits.
+			cfg, err := loadConfig(cmd.Context(), kubeconfig, limits)
 			if err != nil {
 				return err
 			}
-			opts.Config = cfg
+			opts.Config, opts.QPS, opts.Burst = cfg, limits.QPS, limits.Burst
 			if opts.MemoryLimit, err = parseMemoryLimit(memoryLimit); err != nil {
 				return err
 			}
@@ -75,9 +86,7 @@ func newHubCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
-	// OCM's names for these, as on every other subcommand.
-	f.Float32Var(&opts.QPS, "kube-api-qps", hub.DefaultQPS, "requests per second to the hub apiserver")
-	f.IntVar(&opts.Burst, "kube-api-burst", hub.DefaultBurst, "request burst to the hub apiserver")
+	limits.register(f, "", "the hub apiserver", hub.DefaultQPS, hub.DefaultBurst)
 	deprecatedAlias(f, "qps", "kube-api-qps")
 	deprecatedAlias(f, "burst", "kube-api-burst")
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")

@@ -32,8 +32,8 @@ func newRootCommand() *cobra.Command {
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	logOpts.BindFlags(logFlags)
 	root := &cobra.Command{
-		Use:           "regent",
-		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		Use:   "regent",
+		Short: "Regent governs a fleet of Kubernetes clusters from one OCM hub",
 		Example: `  # a local fleet to try Regent on: a hub and three managed clusters
   regent quickstart
   # where a policy's rollout stands, from the hub

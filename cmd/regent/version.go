@@ -47,7 +47,7 @@ func newVersionCommand() *cobra.Command {
 		Example: `  regent version
   # for scripts
   regent version -o json`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := currentVersion()
 			switch output {
