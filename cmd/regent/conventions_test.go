@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,7 +96,8 @@ func TestLocalFleetFlags_HiddenFromHelpButStillTaken(t *testing.T) {
 	}
 }
 
-// The arguments deploy/ and the hub's addon manager give the binary are arguments it takes.
+// The arguments deploy/ (deploy/hub/placement-api's added to deploy/hub's), and the hub's addon
+// manager give the binary are arguments it takes.
 func TestShippedManifests_ArgumentsParse(t *testing.T) {
 	var argv [][]string
 	for _, file := range []string{"../../deploy/hub/deployment.yaml", "../../deploy/spoke/deployment.yaml"} {
@@ -123,12 +126,44 @@ func TestShippedManifests_ArgumentsParse(t *testing.T) {
 			}
 		}
 	}
-	if len(argv) < 3 {
-		t.Fatalf("found the arguments of %d containers, want the hub's, deploy/spoke's and the delivered agent's", len(argv))
+	argv = append(argv, append(slices.Clone(argv[0]), componentArgs(t, "../../deploy/hub/placement-api/kustomization.yaml")...))
+	if len(argv) < 4 || len(argv[len(argv)-1]) == len(argv[0]) {
+		t.Fatalf("found the arguments of %d containers, want the hub's with and without deploy/hub/placement-api, deploy/spoke's and the delivered agent's", len(argv))
 	}
 	for _, args := range argv {
 		if _, err := parseExample(append([]string{"regent"}, args...)); err != nil {
 			t.Errorf("%q: %v", args, err)
 		}
 	}
+}
+
+// componentArgs are the arguments a kustomize component's JSON patches append to a container.
+func componentArgs(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Patches []struct{ Patch string }
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var args []string
+	for _, p := range k.Patches {
+		var ops []struct {
+			Op, Path string
+			Value    any
+		}
+		if err := yaml.Unmarshal([]byte(p.Patch), &ops); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, op := range ops {
+			if op.Op == "add" && strings.HasSuffix(op.Path, "/args/-") {
+				args = append(args, fmt.Sprint(op.Value))
+			}
+		}
+	}
+	return args
 }
