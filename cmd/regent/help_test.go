@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // components are the long-running subcommands: they log a start line with the version. Every
@@ -49,6 +50,12 @@ func TestEveryCommand_HelpShowsAnExampleThatParses(t *testing.T) {
 			t.Errorf("%s --help shows no example:\n%s", path, out.String())
 			return
 		}
+		// pflag shows a flag's usage text between backquotes as the flag's value type.
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: help shows %q as its value's type", path, f.Name, strings.Split(f.Usage, "`")[1])
+			}
+		})
 		runsItself := false
 		for _, line := range exampleCommands(cmd.Example) {
 			ran, err := parseExample(line)

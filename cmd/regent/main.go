@@ -37,7 +37,7 @@ func newRootCommand() *cobra.Command {
 		Example: `  # a local fleet to try Regent on: a hub and three managed clusters
   regent quickstart
   # where a policy's rollout stands, from the hub
-  regent status rollout require-labels -n policies
+  regent status rollout sample-namespace -n policies
   # a policy evaluated as the policy server would, before it ships
   regent policy run -p policy.wasm -r review.json`,
 		SilenceUsage:  true,

@@ -23,7 +23,7 @@ func newQuickstartCommand() *cobra.Command {
 			return quickstart.Run(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", "", "folder with kube-apiserver, etcd, kube-controller-manager (default: the `make testbin` cache)")
+	cmd.Flags().StringVar(&opts.BinDir, "bin-dir", "", "folder with kube-apiserver, etcd, kube-controller-manager (default: the cache make testbin fills)")
 	cmd.Flags().DurationVar(&opts.Lifetime, "lifetime", 0, "stop by itself after this long (0: run until interrupted)")
 	cmd.Flags().StringVar(&opts.TestbinScript, "testbin-script", "", "script that builds missing binaries; empty: build none (default: the clone's hack/testbin.sh, from the working directory or beside bin/regent)")
 	// Tests start the quickstart with --testbin-script= so that a missing binary fails at once
