@@ -22,7 +22,8 @@ import (
 
 // Every long-running subcommand answers health probes and can elect a leader, under the same
 // flag names; the policy server, as Kubewarden's, answers probes on its HTTPS --addr and elects
-// through --lifecycle --role, and its help says so.
+// through --lifecycle --role, and its help says so. (quickstart runs a fleet on one machine:
+// nothing probes it, and a second one is a second fleet, not a standby.)
 func TestLongRunningSubcommandsHaveProbesAndLeaderElection(t *testing.T) {
 	root := newRootCommand()
 	for _, name := range []string{"hub", "spoke-addon", "reports-aggregator"} {
