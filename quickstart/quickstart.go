@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"regent.dev/regent/fleet"
 	spokeaddon "regent.dev/regent/spoke-addon"
 )
@@ -100,7 +102,11 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	procs, err := startRegent(ctx, f, opts.BinDir)
+	board, err := prepareDashboard(f.Dir)
+	if err != nil {
+		return err
+	}
+	procs, err := startRegent(ctx, f, opts.BinDir, board)
 	if err != nil {
 		return err
 	}
@@ -118,7 +124,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err := applySample(ctx, f.Hub.Config, f.Dir); err != nil {
 		return err
 	}
-	printGuide(opts.Out, f, opts.BinDir)
+	if err := grantDashboardViewer(ctx, f.Hub.Config); err != nil {
+		return err
+	}
+	printGuide(opts.Out, f, opts.BinDir, board)
 	if opts.RealNode {
 		within := opts.RealNodeWithin
 		if within == 0 {
@@ -144,9 +153,9 @@ func withRealNode(specs []fleet.ClusterSpec, name string) []fleet.ClusterSpec {
 }
 
 // startRegent runs, as the separate processes a real deployment has, OCM's placement controller,
-// Regent's hub, and on each managed cluster a spoke addon with its own hub identity and a
+// Regent's hub (serving the dashboard), and on each managed cluster a spoke addon with its own hub identity and a
 // two-replica policy server; each comes with the way to start it again.
-func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*supervised, error) {
+func startRegent(ctx context.Context, f *fleet.Fleet, binDir string, board localDashboard) ([]*supervised, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -156,7 +165,7 @@ func startRegent(ctx context.Context, f *fleet.Fleet, binDir string) ([]*supervi
 	if err != nil {
 		return nil, err
 	}
-	hubProc, err := launch(f, "regent-hub", self, "hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0")
+	hubProc, err := launch(f, "regent-hub", self, append([]string{"hub", "--kubeconfig", f.Hub.Kubeconfig, "--metrics-bind-address", "0"}, board.hubArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +212,7 @@ func ensureBinaries(ctx context.Context, opts Options) error {
 	return fleet.CheckBinaries(opts.BinDir)
 }
 
-func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
+func printGuide(out io.Writer, f *fleet.Fleet, binDir string, board localDashboard) {
 	kubectl := "kubectl"
 	if p, err := fleet.Binary(binDir, "kubectl"); err == nil {
 		kubectl = p
@@ -229,6 +238,9 @@ func printGuide(out io.Writer, f *fleet.Fleet, binDir string) {
 	fmt.Fprintf(out, "and the hub shows, per cluster, which replicas serve the policy:\n")
 	fmt.Fprintf(out, "  %s --kubeconfig %s get plc -n %s policies.no-privileged-pods -o jsonpath='{.status.details[0].history[0].message}'\n",
 		kubectl, f.Hub.Kubeconfig, f.Managed[0].Name)
+	fmt.Fprintf(out, "\nThe fleet dashboard (rollouts, compliance, reports; its certificate's CA is %s):\n  %s\n", board.CAFile, board.URL)
+	fmt.Fprintf(out, "sign in with a token of the ServiceAccount %s/%s, allowed to look:\n", metav1.NamespaceDefault, DashboardViewer)
+	fmt.Fprintf(out, "  %s --kubeconfig %s create token %s -n %s\n", kubectl, f.Hub.Kubeconfig, DashboardViewer, metav1.NamespaceDefault)
 	fmt.Fprintf(out, "\nA process that dies is started again, as its Deployment would be; PIDs are in %s.\n"+
 		"Kill the hub mid-rollout and watch the rollout resume where it was:\n", filepath.Join(f.Dir, "run"))
 	fmt.Fprintf(out, "  kill -9 $(cat %s)\n", filepath.Join(f.Dir, "run", "regent-hub.pid"))

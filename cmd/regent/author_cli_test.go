@@ -101,23 +101,3 @@ func TestDryrun_PrintsDiffsAndMessageAndExits2WhenNonCompliant(t *testing.T) {
 		t.Errorf("compliant: exit %d\n%s", code, out)
 	}
 }
-
-func TestAuthorCommands_HelpShowsAnExampleAndLogsNoStartLine(t *testing.T) {
-	for _, args := range [][]string{{"policy"}, {"policy", "run"}, {"policy", "push"}, {"policy", "pull"}, {"verify"}, {"dryrun"}} {
-		root := newRootCommand()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(append(args, "--help"))
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-		if !strings.Contains(out.String(), "Examples:\n  regent") && !strings.Contains(out.String(), "Examples:\n  #") {
-			t.Errorf("%v --help has no example:\n%s", args, out.String())
-		}
-		cmd, _, err := root.Find(args)
-		if err != nil || !isTool(cmd) {
-			t.Errorf("%v is not a tool command (%v)", args, err)
-		}
-	}
-}

@@ -28,20 +28,3 @@ func TestDeprecatedFlagNamesStillSetTheRenamedFlags(t *testing.T) {
 		}
 	}
 }
-
-// Every long-running subcommand answers health probes and can elect a leader, under the same
-// flag names.
-func TestLongRunningSubcommandsHaveProbesAndLeaderElection(t *testing.T) {
-	root := newRootCommand()
-	for _, name := range []string{"hub", "reports-aggregator"} {
-		cmd, _, err := root.Find([]string{name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, flag := range []string{"health-probe-bind-address", "leader-elect", "leader-election-namespace", "metrics-bind-address"} {
-			if cmd.Flags().Lookup(flag) == nil {
-				t.Errorf("regent %s has no --%s", name, flag)
-			}
-		}
-	}
-}

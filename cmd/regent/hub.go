@@ -20,15 +20,26 @@ func newHubCommand() *cobra.Command {
 	var addonManager, dashboardOn bool
 	var placement opa.Options
 	var placementInventory []string
+	var limits kubeAPILimits
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: propagation, progressive rollout, status aggregation",
+		Example: `  # against the hub of the current kubeconfig context, alone
+  regent hub
+  # as deploy/hub runs it: replicas electing a leader, health probes on :8081
+  regent hub --leader-elect --leader-election-namespace=regent-system --health-probe-bind-address=:8081
+  # with the placement query API, its webhook and the fleet dashboard on :8443
+  regent hub --placement-api-addr=:8443 --placement-api-cert-file=tls.crt --placement-api-key-file=tls.key`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(kubeconfig)
+			if err := limits.check(""); err != nil {
+				return err
+			}
+			// The propagator, the addon manager and the placement engine share the limits.
+			cfg, err := loadConfig(cmd.Context(), kubeconfig, limits)
 			if err != nil {
 				return err
 			}
-			opts.Config = cfg
+			opts.Config, opts.QPS, opts.Burst = cfg, limits.QPS, limits.Burst
 			if opts.MemoryLimit, err = parseMemoryLimit(memoryLimit); err != nil {
 				return err
 			}
@@ -75,9 +86,7 @@ func newHubCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", "", "hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
-	// OCM's names for these, as on every other subcommand.
-	f.Float32Var(&opts.QPS, "kube-api-qps", hub.DefaultQPS, "requests per second to the hub apiserver")
-	f.IntVar(&opts.Burst, "kube-api-burst", hub.DefaultBurst, "request burst to the hub apiserver")
+	limits.register(f, "", "the hub apiserver", hub.DefaultQPS, hub.DefaultBurst)
 	deprecatedAlias(f, "qps", "kube-api-qps")
 	deprecatedAlias(f, "burst", "kube-api-burst")
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "root policies reconciled at once")
@@ -88,8 +97,8 @@ func newHubCommand() *cobra.Command {
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")
 	f.StringVar(&placement.Addr, "placement-api-addr", "", "HTTPS address of the placement query API (OPA's POST/GET /v1/data/<path>); empty disables the placement engine")
-	f.StringVar(&placement.CertFile, "placement-api-cert-file", "", "serving certificate of the placement query API, re-read when it changes")
-	f.StringVar(&placement.KeyFile, "placement-api-key-file", "", "serving key of the placement query API")
+	f.StringVar(&placement.CertFile, "placement-api-cert-file", "", "serving certificate of --placement-api-addr (query API, webhook, dashboard), re-read when it changes")
+	f.StringVar(&placement.KeyFile, "placement-api-key-file", "", "serving key of --placement-api-addr")
 	f.StringVar(&placement.Namespace, "placement-policy-namespace", "regent-system", "namespace of the ConfigMaps labelled regent.dev/placement-policy=rego")
 	f.StringVar(&placement.Admission.Package, "placement-admission-package", opa.DefaultAdmissionPackage, "Rego package whose document answers for each Placement (errors, annotations, requiredClusterSelector, predicates); the webhook is served at "+opa.AdmissionPath+" on --placement-api-addr")
 	f.DurationVar(&placement.Admission.Budget, "placement-admission-budget", opa.DefaultAdmissionBudget, "time one Placement admission may take, retries of transient errors included; keep it under the webhook's timeoutSeconds")

@@ -32,8 +32,14 @@ func newRootCommand() *cobra.Command {
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	logOpts.BindFlags(logFlags)
 	root := &cobra.Command{
-		Use:           "regent",
-		Short:         "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		Use:   "regent",
+		Short: "Regent governs a fleet of Kubernetes clusters from one OCM hub",
+		Example: `  # a local fleet to try Regent on: a hub and three managed clusters
+  regent quickstart
+  # where a policy's rollout stands, from the hub
+  regent status rollout sample-namespace -n policies
+  # a policy evaluated as the policy server would, before it ships
+  regent policy run -p policy.wasm -r review.json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
@@ -52,6 +58,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newQuickstartCommand(), newHubCommand(), newSpokeAddonCommand(), newPolicyServerCommand(), newReportsAggregatorCommand(), newVersionCommand())
 	root.AddCommand(tool(newPolicyCommand()), tool(newVerifyCommand()), tool(newDryrunCommand()))
 	root.AddCommand(tool(newStatusCommand(root)))
+	addHelpAndCompletion(root)
 	return root
 }
 

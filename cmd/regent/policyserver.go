@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var backgroundScan bool
 	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig string
 	var reportFlags admissionReportFlags
+	var limits kubeAPILimits
 	cmd := &cobra.Command{
 		Use:   "policy-server",
 		Short: "Serve admission requests with WebAssembly policies (waPC, WASI, OPA, Gatekeeper)",
@@ -38,9 +40,22 @@ func newPolicyServerCommand() *cobra.Command {
 			"validates and signs them into its cache (--shared-cache, or its own --signed-cache from which the others\n" +
 			"fetch them), and every replica verifies and loads them and reports Ready. --role splits the two where\n" +
 			"one identity may not do both: in a cluster the StatefulSet's replicas run --role=replica and a\n" +
-			"Deployment of its own, as the leader's ServiceAccount, --role=leader.",
+			"Deployment of its own, as the leader's ServiceAccount, --role=leader.\n\n" +
+			"Probes and leader election differ from the other long-running subcommands, as Kubewarden's policy\n" +
+			"server's do: /livez and /readyz are served on --addr (HTTPS, beside the admission endpoints; /readyz\n" +
+			"says which policies are loaded), not on a --health-probe-bind-address. There is no --leader-elect: with\n" +
+			"--lifecycle, --role all and leader campaign for the Lease regent-policy-server-<--policy-server> in\n" +
+			"--namespace, and --role=replica never does.",
+		Example: `  # policies from a Kubewarden policies.yml, no cluster needed
+  regent policy-server --policies policies.yml --cert-file tls.crt --key-file tls.key
+  # a replica of PolicyServer default, as the spoke addon's StatefulSet runs it
+  regent policy-server --lifecycle --role=replica --policy-server=default --namespace=regent-system \
+    --replica-from-hostname --signed-cache=/work/signed --cert-file=/tls/tls.crt --key-file=/tls/tls.key`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Logger = ctrl.Log.WithName("policy-server")
+			if err := limits.check(""); err != nil {
+				return err
+			}
 			if pullCA != "" {
 				pem, err := os.ReadFile(pullCA)
 				if err != nil {
@@ -65,17 +80,17 @@ func newPolicyServerCommand() *cobra.Command {
 				lc.Verification = cfg
 			}
 			if !useLifecycle {
-				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, opts.Logger)
+				host, err := fileModeCapabilities(cmd.Context(), kubeconfig, limits, lc.Pull.CAs, opts.Logger)
 				if err != nil {
 					return err
 				}
 				opts.Host = host
-				if opts.AdmissionReports, err = reportFlags.fileModeOptions(kubeconfig, opts.Logger); err != nil {
+				if opts.AdmissionReports, err = reportFlags.fileModeOptions(cmd.Context(), kubeconfig, limits, opts.Logger); err != nil {
 					return err
 				}
 				return policyserver.Run(cmd.Context(), opts)
 			}
-			cfg, err := loadConfig(kubeconfig)
+			cfg, err := loadConfig(cmd.Context(), kubeconfig, limits)
 			if err != nil {
 				return err
 			}
@@ -91,7 +106,7 @@ func newPolicyServerCommand() *cobra.Command {
 				return err
 			}
 			if leaderKubeconfig != "" {
-				if lc.LeaderConfig, err = loadConfig(leaderKubeconfig); err != nil {
+				if lc.LeaderConfig, err = loadConfig(cmd.Context(), leaderKubeconfig, limits); err != nil {
 					return fmt.Errorf("--leader-kubeconfig: %w", err)
 				}
 			}
@@ -142,6 +157,10 @@ func newPolicyServerCommand() *cobra.Command {
 	f.IntVar(&scan.Workers, "background-scan-workers", 2, "objects the background scan evaluates at once (it shares --workers with admission)")
 	f.Float32Var(&scan.QPS, "background-scan-qps", 200, "requests per second the background scan may send (a changed report costs two), apart from the replica's own")
 	reportFlags.register(f)
+	// Policies' lookups and their inventory's informers have limits of their own (capabilities):
+	// the lookups sit on the admission path, where a token bucket would only queue admissions.
+	limits.register(f, "", "the apiserver for revisions, Ready reports, Leases and admission reports",
+		lifecycle.DefaultQPS, lifecycle.DefaultBurst)
 	return cmd
 }
 
@@ -149,8 +168,8 @@ func newPolicyServerCommand() *cobra.Command {
 // file. A Kubernetes configuration is optional there: a server with policies that never look
 // anything up needs none, and one that does answers their lookups with an error naming what is
 // missing.
-func fileModeCapabilities(kubeconfig string, registryCAs *x509.CertPool, log logr.Logger) (*capabilities.Host, error) {
-	cfg, err := loadConfig(kubeconfig)
+func fileModeCapabilities(ctx context.Context, kubeconfig string, limits kubeAPILimits, registryCAs *x509.CertPool, log logr.Logger) (*capabilities.Host, error) {
+	cfg, err := loadConfig(ctx, kubeconfig, limits)
 	if err != nil {
 		if kubeconfig != "" {
 			return nil, fmt.Errorf("--kubeconfig: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -35,11 +36,11 @@ func (a *admissionReportFlags) lifecycleOptions() *admission.Options {
 
 // fileModeOptions are the queue's options without --lifecycle: reports need a cluster, so with
 // no Kubernetes configuration they are off (said once in the log), as policies' lookups fail.
-func (a *admissionReportFlags) fileModeOptions(kubeconfig string, log logr.Logger) (*admission.Options, error) {
+func (a *admissionReportFlags) fileModeOptions(ctx context.Context, kubeconfig string, limits kubeAPILimits, log logr.Logger) (*admission.Options, error) {
 	if !a.enabled {
 		return nil, nil
 	}
-	cfg, err := loadConfig(kubeconfig)
+	cfg, err := loadConfig(ctx, kubeconfig, limits)
 	if err != nil {
 		if kubeconfig != "" {
 			return nil, fmt.Errorf("--kubeconfig: %w", err)

@@ -3,6 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +25,7 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/api/scheme"
 	"regent.dev/regent/fleet"
+	"regent.dev/regent/fleet/fleettest"
 )
 
 // cliEnv makes the test binary act as the regent binary, so the quickstart runs as its own
@@ -62,7 +68,7 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 
 	kubeconfigs := map[string]string{}
 	var tries []string
-	var fleetDir string
+	var fleetDir, dashboardURL, dashboardCA string
 	scanner := bufio.NewScanner(stdout)
 	for scanner.Scan() {
 		line := scanner.Text()
@@ -75,6 +81,10 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 			kubeconfigs[fields[0]] = fields[1]
 		case len(fields) > 0 && fields[0] == kubectl && fields[len(fields)-1] != "-w":
 			tries = append(tries, line)
+		case len(fields) == 1 && strings.HasPrefix(fields[0], "https://") && strings.HasSuffix(fields[0], "/dashboard/"):
+			dashboardURL = fields[0]
+		case strings.HasPrefix(line, "The fleet dashboard"):
+			dashboardCA = strings.TrimSuffix(fields[len(fields)-1], "):")
 		}
 		if strings.HasPrefix(line, "press Ctrl-C") {
 			break
@@ -85,8 +95,9 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 			t.Log(scanner.Text())
 		}
 	}()
-	if len(kubeconfigs) != 4 || len(tries) != 7 || fleetDir == "" {
-		t.Fatalf("quickstart printed kubeconfigs %v, %d kubectl lines, fleet folder %q; want 4, 7 and a folder", kubeconfigs, len(tries), fleetDir)
+	if len(kubeconfigs) != 4 || len(tries) != 8 || fleetDir == "" || dashboardURL == "" || dashboardCA == "" {
+		t.Fatalf("quickstart printed kubeconfigs %v, %d kubectl lines, fleet folder %q, dashboard %q (CA %q); want 4, 8, a folder and the dashboard",
+			kubeconfigs, len(tries), fleetDir, dashboardURL, dashboardCA)
 	}
 
 	ctx := context.Background()
@@ -161,12 +172,16 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	var token string
 	for _, line := range tries {
 		fields := strings.Fields(line)
 		for i, f := range fields { // the guide quotes jsonpath for a shell
 			fields[i] = strings.Trim(f, "'")
 		}
 		out, err := exec.Command(fields[0], fields[1:]...).CombinedOutput()
+		if strings.Contains(line, " create token ") {
+			token = strings.TrimSpace(string(out))
+		}
 		if strings.Contains(line, "--privileged") {
 			if err == nil || !strings.Contains(string(out), "privileged, which this fleet does not allow") {
 				t.Errorf("%s: want the privileged pod rejected by the policy, got %v\n%s", line, err, out)
@@ -176,6 +191,35 @@ func TestQuickstart_ComesUpServesEveryKubeconfigAndStopsOnSIGINT(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v\n%s", line, err, out)
 		}
+	}
+
+	// The dashboard the guide points at answers the guide's token, and asks anyone else to sign in.
+	ca, err := os.ReadFile(dashboardCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	get := func(url, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	fleettest.Eventually(t, 2*time.Minute, func() (bool, string) {
+		code, body := get(dashboardURL+"api/view", token)
+		return code == http.StatusOK && strings.Contains(body, "sample-namespace"), fmt.Sprintf("%d %.300s", code, body)
+	})
+	if code, body := get(dashboardURL, ""); code != http.StatusUnauthorized || !strings.Contains(body, "/dashboard/login") {
+		t.Errorf("GET %s without a token: %d %.200s; want 401 and the sign-in form", dashboardURL, code, body)
 	}
 
 	pids := fleet.ProcessesUsing(fleetDir)

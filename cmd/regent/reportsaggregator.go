@@ -12,9 +12,18 @@ import (
 	"regent.dev/regent/reports/aggregate"
 )
 
+// reportsAggregatorQPS and reportsAggregatorBurst are the aggregator's default limits: above
+// client-go's fallback (5/s, burst 10), which would queue the writes of a busy cluster's
+// namespaces behind each other after a burst of report changes.
+const (
+	reportsAggregatorQPS   = 50
+	reportsAggregatorBurst = 100
+)
+
 func newReportsAggregatorCommand() *cobra.Command {
 	var kubeconfig, shard, metricsAddr, probeAddr, memoryLimit, leaseNamespace string
 	var leaderElect bool
+	var limits kubeAPILimits
 	a := &aggregate.Aggregator{}
 	cmd := &cobra.Command{
 		Use:   "reports-aggregator",
@@ -22,6 +31,10 @@ func newReportsAggregatorCommand() *cobra.Command {
 		Long: "Merge the ResourceReports of every namespace (ClusterResourceReports for the cluster scope)\n" +
 			"into openreports.io Reports \"pol-<policy>\"/\"cpol-<policy>\" (ClusterReports), written only\n" +
 			"when they change. Run several with --shard 0/n … n-1/n to split a large cluster by namespace.",
+		Example: `  # the whole cluster, replicas electing a leader
+  regent reports-aggregator --leader-elect --health-probe-bind-address=:8081
+  # the second of three shards
+  regent reports-aggregator --shard 1/3 --leader-elect`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sh, err := aggregate.ParseShard(shard)
 			if err != nil {
@@ -36,7 +49,10 @@ func newReportsAggregatorCommand() *cobra.Command {
 				return err
 			}
 			memlimit.Apply(cmd.Context(), limit, aggregate.DefaultMemoryLimit)
-			cfg, err := loadConfig(kubeconfig)
+			if err := limits.check(""); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd.Context(), kubeconfig, limits)
 			if err != nil {
 				return err
 			}
@@ -72,5 +88,6 @@ func newReportsAggregatorCommand() *cobra.Command {
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect one active aggregator per shard among replicas (Lease regent-reports-aggregator-<i>-of-<n>)")
 	f.StringVar(&leaseNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 32Mi and 1.25x the live heap; negative: none")
+	limits.register(f, "", "the apiserver", reportsAggregatorQPS, reportsAggregatorBurst)
 	return cmd
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -14,22 +16,25 @@ import (
 func newSpokeAddonCommand() *cobra.Command {
 	var opts spokeaddon.Options
 	var hubKubeconfig, kubeconfig, policyServerURL, policyServerCA string
-	var qps, hubQPS float32
-	var burst, hubBurst int
+	var local, hub kubeAPILimits
 	cmd := &cobra.Command{
 		Use:   "spoke-addon",
 		Short: "Run the addon on a managed cluster: policy sync, templates, ConfigurationPolicy, status",
+		Example: `  # as the hub's addon manager delivers it to managed cluster cluster1
+  regent spoke-addon --hub-kubeconfig=/var/run/hub/kubeconfig --cluster-name=cluster1 \
+    --leader-elect --health-probe-bind-address=:8081`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			hubCfg, err := loadConfig(hubKubeconfig)
+			if err := errors.Join(local.check(""), hub.check("hub-")); err != nil {
+				return err
+			}
+			hubCfg, err := loadConfig(cmd.Context(), hubKubeconfig, hub)
+			if err != nil {
+				return fmt.Errorf("--hub-kubeconfig: %w", err)
+			}
+			localCfg, err := loadConfig(cmd.Context(), kubeconfig, local)
 			if err != nil {
 				return err
 			}
-			localCfg, err := loadConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			hubCfg.QPS, hubCfg.Burst = hubQPS, hubBurst
-			localCfg.QPS, localCfg.Burst = qps, burst
 			opts.Hub, opts.Local = hubCfg, localCfg
 			if policyServerURL != "" {
 				opts.Admission.WebhookURL = func(string) string { return policyServerURL }
@@ -55,11 +60,12 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
 	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
 	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")
-	// The names of OCM's agents' flags.
-	f.Float32Var(&qps, "kube-api-qps", spokeaddon.DefaultLocalQPS, "requests per second to the managed cluster's apiserver")
-	f.IntVar(&burst, "kube-api-burst", spokeaddon.DefaultLocalBurst, "request burst to the managed cluster's apiserver")
-	f.Float32Var(&hubQPS, "hub-kube-api-qps", spokeaddon.DefaultHubQPS, "requests per second to the hub apiserver")
-	f.IntVar(&hubBurst, "hub-kube-api-burst", spokeaddon.DefaultHubBurst, "request burst to the hub apiserver")
+	// The local fleet's (quickstart, tests) way to reach policy servers that run as processes; a
+	// cluster reaches them through their Service.
+	_ = f.MarkHidden("policy-server-url")
+	_ = f.MarkHidden("policy-server-ca")
+	local.register(f, "", "the managed cluster's apiserver", spokeaddon.DefaultLocalQPS, spokeaddon.DefaultLocalBurst)
+	hub.register(f, "hub-", "the hub apiserver", spokeaddon.DefaultHubQPS, spokeaddon.DefaultHubBurst)
 	_ = cmd.MarkFlagRequired("hub-kubeconfig")
 	_ = cmd.MarkFlagRequired("cluster-name")
 	return cmd

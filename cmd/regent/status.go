@@ -19,13 +19,6 @@ import (
 // kubectl-regent (and kubectl_complete-regent for kubectl's completion of plugins).
 func newStatusCommand(root *cobra.Command) *cobra.Command {
 	asKubectlPlugin(root, filepath.Base(os.Args[0]), os.Args[1:])
-	// cobra's completion command prints a script for the user's shell: a tool, no start line.
-	root.InitDefaultCompletionCmd()
-	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
-			tool(c)
-		}
-	}
 	flags := status.NewFlags()
 	var output string
 	cmd := &cobra.Command{

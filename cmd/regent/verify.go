@@ -23,8 +23,9 @@ func newVerifyCommand() *cobra.Command {
 Gatekeeper's gator suites (suite.yaml, kind Suite) unchanged, as gator verify runs them, and
 Regent's PolicyTest files (kind PolicyTest, regent.dev/v1alpha1; see docs/cli-author.md) for
 Kubewarden waPC/WASI modules, Rego and templates alike. Policies run as the policy server runs
-them. Each suite prints its outcome and time as it finishes; a gator case that needs an
-inventory is skipped and says so.
+them. A gator case's inventory files are its data.inventory, as Gatekeeper replicates cluster
+state, so referential templates run too. Cases and tests marked skip: true are skipped and say
+so. Each suite prints its outcome and time as it finishes.
 
 Exit code: 0 every case passed or was skipped, 2 a case failed or a suite could not run, 1 no
 suite was found or read.`,

@@ -44,7 +44,10 @@ func newVersionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, VCS revision and Go version regent was built with",
-		Args:  cobra.NoArgs,
+		Example: `  regent version
+  # for scripts
+  regent version -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := currentVersion()
 			switch output {

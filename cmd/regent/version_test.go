@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	regentversion "regent.dev/regent/version"
 )
 
@@ -37,10 +39,9 @@ func TestVersion_PrintsTheGoVersionAndJSON(t *testing.T) {
 }
 
 func TestRoot_EverySubcommandTakesTheLogFlags(t *testing.T) {
-	root := newRootCommand()
-	for _, c := range root.Commands() {
-		if c.Flags().Lookup("zap-log-level") == nil && c.InheritedFlags().Lookup("zap-log-level") == nil {
-			t.Errorf("%s has no --zap-log-level", c.Name())
+	walk(newRootCommand(), func(c *cobra.Command) {
+		if c.Flags().Lookup("zap-log-level") == nil && c.PersistentFlags().Lookup("zap-log-level") == nil && c.InheritedFlags().Lookup("zap-log-level") == nil {
+			t.Errorf("%s has no --zap-log-level", c.CommandPath())
 		}
-	}
+	})
 }
