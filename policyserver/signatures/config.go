@@ -214,24 +214,6 @@ func (r *Requirement) String() string {
 	return r.Kind + r.owner()
 }
 
-// PubKeys is the configuration a policy's pub-key verification request stands for, as
-// Kubewarden reads it: every key must have signed the artifact, each signature carrying the
-// annotations.
-func PubKeys(keys []string, annotations map[string]string) (*Config, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("no public key given: nothing to verify against")
-	}
-	reqs := make([]Requirement, len(keys))
-	for i, k := range keys {
-		reqs[i] = Requirement{Kind: KindPubKey, Key: k, Annotations: annotations}
-	}
-	c, err := AllOf(nil, reqs...)
-	if err != nil {
-		return nil, fmt.Errorf("pub_keys%s", strings.TrimPrefix(err.Error(), "allOf"))
-	}
-	return c, nil
-}
-
 // AllOf is the configuration a policy's verification request stands for: every requirement must
 // be met. trust is the Sigstore trust root keyless requirements are checked against.
 func AllOf(trust *TrustRoot, reqs ...Requirement) (*Config, error) {

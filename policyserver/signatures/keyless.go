@@ -83,39 +83,40 @@ func (id identity) String() string {
 	return fmt.Sprintf("%s (issuer %s)", id.subject, id.issuer)
 }
 
-// identityMismatch says why id is not the identity r asks for, "" when it is.
-func (r *Requirement) identityMismatch(id identity) string {
+// identityMismatch says why id is not the identity r asks for, "" when it is, and how close it
+// came: 0 for another issuer, 1 for the right issuer and another subject or repository.
+func (r *Requirement) identityMismatch(id identity) (int, string) {
 	switch r.Kind {
 	case KindGenericIssuer:
 		if id.issuer != r.Issuer {
-			return fmt.Sprintf("a keyless signature is by %s, from another issuer", id)
+			return 0, fmt.Sprintf("a keyless signature is by %s, from another issuer", id)
 		}
 		if r.Subject.Equal != "" && id.subject != r.Subject.Equal {
-			return fmt.Sprintf("a keyless signature is by %s, another subject", id)
+			return 1, fmt.Sprintf("a keyless signature is by %s, another subject", id)
 		}
 		if r.prefix != "" && !strings.HasPrefix(id.subject, r.prefix) {
-			return fmt.Sprintf("a keyless signature is by %s, a subject not under %s", id, r.prefix)
+			return 1, fmt.Sprintf("a keyless signature is by %s, a subject not under %s", id, r.prefix)
 		}
 	case KindGitHubAction:
 		if id.issuer != GitHubActionsIssuer {
-			return fmt.Sprintf("a keyless signature is by %s, not a GitHub Actions workflow", id)
+			return 0, fmt.Sprintf("a keyless signature is by %s, not a GitHub Actions workflow", id)
 		}
 		u, err := url.Parse(id.subject)
 		if !id.subjectURI || err != nil || u.Host != "github.com" {
-			return fmt.Sprintf("a keyless signature from GitHub Actions names %s, not a workflow on github.com", id.subject)
+			return 1, fmt.Sprintf("a keyless signature from GitHub Actions names %s, not a workflow on github.com", id.subject)
 		}
 		owner, repo, ok := strings.Cut(id.repository, "/")
 		if !ok || owner == "" || repo == "" {
-			return fmt.Sprintf("a keyless signature from GitHub Actions (%s) has no workflow repository extension (1.3.6.1.4.1.57264.1.5)", id.subject)
+			return 1, fmt.Sprintf("a keyless signature from GitHub Actions (%s) has no workflow repository extension (1.3.6.1.4.1.57264.1.5)", id.subject)
 		}
 		if owner != r.Owner {
-			return fmt.Sprintf("a keyless signature is by a workflow of %s/%s, another owner", owner, repo)
+			return 1, fmt.Sprintf("a keyless signature is by a workflow of %s/%s, another owner", owner, repo)
 		}
 		if r.Repo != "" && repo != r.Repo {
-			return fmt.Sprintf("a keyless signature is by a workflow of %s/%s, another repository", owner, repo)
+			return 1, fmt.Sprintf("a keyless signature is by a workflow of %s/%s, another repository", owner, repo)
 		}
 	}
-	return ""
+	return 0, ""
 }
 
 // parseCertificates reads the PEM certificates of s (a certificate or chain annotation).

@@ -136,30 +136,30 @@ func (r *Requirement) checkKeyless(digest string, s Signature, trust *TrustRoot)
 	if err != nil {
 		return 1, "a keyless signature: " + err.Error()
 	}
-	if why := r.identityMismatch(id); why != "" {
-		return 2, why
+	if closeness, why := r.identityMismatch(id); why != "" {
+		return 2 + closeness, why
 	}
 	by := "a keyless signature by " + id.String()
 	v, err := signature.LoadVerifier(leaf.PublicKey, crypto.SHA256)
 	if err != nil {
-		return 3, fmt.Sprintf("%s: its certificate's key: %v", by, err)
+		return 4, fmt.Sprintf("%s: its certificate's key: %v", by, err)
 	}
 	if err := v.VerifySignature(bytes.NewReader(s.Signature), bytes.NewReader(s.Payload)); err != nil {
-		return 3, by + " does not verify with its certificate's key"
+		return 4, by + " does not verify with its certificate's key"
 	}
 	at, err := trust.signedAt(s, leaf.PublicKey)
 	if err != nil {
-		return 4, fmt.Sprintf("%s: %v", by, err)
+		return 5, fmt.Sprintf("%s: %v", by, err)
 	}
 	if at.Before(leaf.NotBefore) || at.After(leaf.NotAfter) {
-		return 5, fmt.Sprintf("%s was made at %s, outside its certificate's validity (%s to %s)", by,
+		return 6, fmt.Sprintf("%s was made at %s, outside its certificate's validity (%s to %s)", by,
 			at.UTC().Format(time.RFC3339), leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if err := trust.chainsAt(leaf, chainIntermediates(s.Chain), at); err != nil {
-		return 6, fmt.Sprintf("%s: %v", by, err)
+		return 7, fmt.Sprintf("%s: %v", by, err)
 	}
 	if why := payloadMismatch(digest, s.Payload, r.Annotations); why != "" {
-		return 7, by + " " + why
+		return 8, by + " " + why
 	}
 	return 0, ""
 }
