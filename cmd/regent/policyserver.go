@@ -28,7 +28,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var useLifecycle, replicaFromHostname bool
 	var scan background.Options
 	var backgroundScan bool
-	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig string
+	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig, sigstoreTrustConfig string
 	var reportFlags admissionReportFlags
 	cmd := &cobra.Command{
 		Use:   "policy-server",
@@ -51,13 +51,27 @@ func newPolicyServerCommand() *cobra.Command {
 					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
 				}
 			}
+			// An unreadable trust root leaves keyless requests refused and, with a verification
+			// config, every module refused with the reason: what the operator meant to trust is
+			// not known, so nothing is.
+			var trust *signatures.TrustRoot
+			var trustErr error
+			if sigstoreTrustConfig != "" {
+				if trust, trustErr = signatures.LoadTrustRoot(sigstoreTrustConfig); trustErr != nil {
+					ctrl.Log.Error(trustErr, "the Sigstore trust config cannot be used: keyless signatures will not be trusted")
+				}
+			}
+			lc.SigstoreTrust = trust
 			if verificationConfig != "" {
 				if !useLifecycle {
 					return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
 				}
 				// Unreadable, it refuses every module with the reason (on each revision's status)
 				// rather than stopping the server: the previous revisions keep serving.
-				cfg, err := signatures.LoadFile(verificationConfig)
+				cfg, err := signatures.LoadFile(verificationConfig, trust)
+				if trustErr != nil {
+					err = trustErr
+				}
 				if err != nil {
 					ctrl.Log.Error(err, "the verification config cannot be used: no module will be trusted")
 					cfg = signatures.Broken(err)
@@ -65,7 +79,7 @@ func newPolicyServerCommand() *cobra.Command {
 				lc.Verification = cfg
 			}
 			if !useLifecycle {
-				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, opts.Logger)
+				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, trust, opts.Logger)
 				if err != nil {
 					return err
 				}
@@ -133,6 +147,8 @@ func newPolicyServerCommand() *cobra.Command {
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
 	f.StringVar(&verificationConfig, "verification-config", "", "with --lifecycle, Kubewarden's verification-config file (a PolicyServer's verificationConfig ConfigMap):\n"+
 		"only registry modules whose cosign signatures meet it are loaded")
+	f.StringVar(&sigstoreTrustConfig, "sigstore-trust-config", "", "Sigstore ClientTrustConfig (or trusted_root.json) file, a PolicyServer's sigstoreTrustConfig ConfigMap: the Fulcio CAs and\n"+
+		"Rekor logs keyless signatures are checked against, for --verification-config and policies' oci verify calls (none: keyless is refused)")
 	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
 	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
@@ -149,7 +165,7 @@ func newPolicyServerCommand() *cobra.Command {
 // file. A Kubernetes configuration is optional there: a server with policies that never look
 // anything up needs none, and one that does answers their lookups with an error naming what is
 // missing.
-func fileModeCapabilities(kubeconfig string, registryCAs *x509.CertPool, log logr.Logger) (*capabilities.Host, error) {
+func fileModeCapabilities(kubeconfig string, registryCAs *x509.CertPool, trust *signatures.TrustRoot, log logr.Logger) (*capabilities.Host, error) {
 	cfg, err := loadConfig(kubeconfig)
 	if err != nil {
 		if kubeconfig != "" {
@@ -158,7 +174,7 @@ func fileModeCapabilities(kubeconfig string, registryCAs *x509.CertPool, log log
 		log.Info("no Kubernetes configuration found ($KUBECONFIG, ~/.kube/config, in-cluster): context-aware policies' lookups will fail", "reason", err.Error())
 		cfg = nil
 	}
-	return capabilities.New(capabilities.Options{Kubernetes: cfg, RegistryCAs: registryCAs, Logger: log.WithName("policy")})
+	return capabilities.New(capabilities.Options{Kubernetes: cfg, RegistryCAs: registryCAs, Sigstore: trust, Logger: log.WithName("policy")})
 }
 
 // replicaOrdinal reads a StatefulSet pod's ordinal from its hostname.
