@@ -115,8 +115,8 @@ func pushRego(t *testing.T, reg *sources.Registry, repo, variant string) (string
 
 func trustAlice(t *testing.T, alice signaturestest.Key) *signatures.Config {
 	t.Helper()
-	c, err := signatures.Parse([]byte("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: alice\n    key: |\n      " +
-		strings.ReplaceAll(strings.TrimSpace(alice.PublicPEM), "\n", "\n      ") + "\n    annotations:\n      env: prod\n"), nil)
+	c, err := signatures.Parse([]byte("apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: alice\n    key: |\n      "+
+		strings.ReplaceAll(strings.TrimSpace(alice.PublicPEM), "\n", "\n      ")+"\n    annotations:\n      env: prod\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
