@@ -95,7 +95,7 @@ func testKeylessWithoutTrustRoot(t *testing.T, e *env) {
 	e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SharedCache: shared, Version: "v1", Verification: signatures.Broken(perr)})
 	signed, d := pushRego(t, reg, "policies/released", "released")
 	sigstore.SignKeyless(t, d, signaturestest.Identity{Issuer: "https://ci.regent.test", Subject: "https://git.regent.test/platform/policies/.ci/release.yml@refs/tags/v1"}, signaturestest.Keyless{})
-	rev := e.createRevision(t, ps, "released", 1, regoSpec(signed))
+	rev := e.createRevision(t, ps, "released-without-trust", 1, regoSpec(signed))
 	rev = e.waitRevision(t, rev.Name, "Initialized=UntrustedModule", initializedWith(metav1.ConditionFalse, ReasonUntrustedModule))
 	if c := cond(rev, kubewardenv1.ConditionInitialized); !strings.Contains(c.Message, "sigstoreTrustConfig") {
 		t.Errorf("message %q does not say a sigstoreTrustConfig is needed", c.Message)
