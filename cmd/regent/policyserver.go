@@ -51,33 +51,11 @@ func newPolicyServerCommand() *cobra.Command {
 					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
 				}
 			}
-			// An unreadable trust root leaves keyless requests refused and, with a verification
-			// config, every module refused with the reason: what the operator meant to trust is
-			// not known, so nothing is.
-			var trust *signatures.TrustRoot
-			var trustErr error
-			if sigstoreTrustConfig != "" {
-				if trust, trustErr = signatures.LoadTrustRoot(sigstoreTrustConfig); trustErr != nil {
-					ctrl.Log.Error(trustErr, "the Sigstore trust config cannot be used: keyless signatures will not be trusted")
-				}
+			if verificationConfig != "" && !useLifecycle {
+				return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
 			}
-			lc.SigstoreTrust = trust
-			if verificationConfig != "" {
-				if !useLifecycle {
-					return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
-				}
-				// Unreadable, it refuses every module with the reason (on each revision's status)
-				// rather than stopping the server: the previous revisions keep serving.
-				cfg, err := signatures.LoadFile(verificationConfig, trust)
-				if trustErr != nil {
-					err = trustErr
-				}
-				if err != nil {
-					ctrl.Log.Error(err, "the verification config cannot be used: no module will be trusted")
-					cfg = signatures.Broken(err)
-				}
-				lc.Verification = cfg
-			}
+			trust, verification := loadSignatureTrust(verificationConfig, sigstoreTrustConfig, ctrl.Log)
+			lc.SigstoreTrust, lc.Verification = trust, verification
 			if !useLifecycle {
 				host, err := fileModeCapabilities(kubeconfig, lc.Pull.CAs, trust, opts.Logger)
 				if err != nil {
@@ -159,6 +137,33 @@ func newPolicyServerCommand() *cobra.Command {
 	f.Float32Var(&scan.QPS, "background-scan-qps", 200, "requests per second the background scan may send (a changed report costs two), apart from the replica's own")
 	reportFlags.register(f)
 	return cmd
+}
+
+// loadSignatureTrust reads the --sigstore-trust-config and --verification-config files (either
+// may be ""). Neither stops the server when unreadable: previous revisions keep serving. An
+// unreadable verification config trusts no module, saying why on each revision; so does an
+// unreadable trust root, since what the operator meant to trust is not known. Without a readable
+// trust root, policies' keyless verification requests are refused.
+func loadSignatureTrust(verificationPath, trustPath string, log logr.Logger) (*signatures.TrustRoot, *signatures.Config) {
+	var trust *signatures.TrustRoot
+	var trustErr error
+	if trustPath != "" {
+		if trust, trustErr = signatures.LoadTrustRoot(trustPath); trustErr != nil {
+			log.Error(trustErr, "the Sigstore trust config cannot be used: keyless signatures will not be trusted")
+		}
+	}
+	if verificationPath == "" {
+		return trust, nil
+	}
+	cfg, err := signatures.LoadFile(verificationPath, trust)
+	if trustErr != nil {
+		err = trustErr
+	}
+	if err != nil {
+		log.Error(err, "the verification config cannot be used: no module will be trusted")
+		return trust, signatures.Broken(err)
+	}
+	return trust, cfg
 }
 
 // fileModeCapabilities are the host capabilities of a server that reads its policies from a
