@@ -29,7 +29,7 @@ func newPolicyServerCommand() *cobra.Command {
 	var useLifecycle, replicaFromHostname bool
 	var scan background.Options
 	var backgroundScan bool
-	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig string
+	var kubeconfig, leaderKubeconfig, pullCA, role, verificationConfig, sigstoreTrustConfig string
 	var reportFlags admissionReportFlags
 	var limits kubeAPILimits
 	cmd := &cobra.Command{
@@ -66,21 +66,13 @@ func newPolicyServerCommand() *cobra.Command {
 					return fmt.Errorf("--pull-ca %s holds no PEM certificate", pullCA)
 				}
 			}
-			if verificationConfig != "" {
-				if !useLifecycle {
-					return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
-				}
-				// Unreadable, it refuses every module with the reason (on each revision's status)
-				// rather than stopping the server: the previous revisions keep serving.
-				cfg, err := signatures.LoadFile(verificationConfig)
-				if err != nil {
-					ctrl.Log.Error(err, "the verification config cannot be used: no module will be trusted")
-					cfg = signatures.Broken(err)
-				}
-				lc.Verification = cfg
+			if verificationConfig != "" && !useLifecycle {
+				return errors.New("--verification-config needs --lifecycle: only revisions' modules are verified")
 			}
+			trust, verification := loadSignatureTrust(verificationConfig, sigstoreTrustConfig, ctrl.Log)
+			lc.SigstoreTrust, lc.Verification = trust, verification
 			if !useLifecycle {
-				host, err := fileModeCapabilities(cmd.Context(), kubeconfig, limits, lc.Pull.CAs, opts.Logger)
+				host, err := fileModeCapabilities(cmd.Context(), kubeconfig, limits, lc.Pull.CAs, trust, opts.Logger)
 				if err != nil {
 					return err
 				}
@@ -148,6 +140,8 @@ func newPolicyServerCommand() *cobra.Command {
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
 	f.StringVar(&verificationConfig, "verification-config", "", "with --lifecycle, Kubewarden's verification-config file (a PolicyServer's verificationConfig ConfigMap):\n"+
 		"only registry modules whose cosign signatures meet it are loaded")
+	f.StringVar(&sigstoreTrustConfig, "sigstore-trust-config", "", "Sigstore ClientTrustConfig (or trusted_root.json) file, a PolicyServer's sigstoreTrustConfig ConfigMap: the Fulcio CAs and\n"+
+		"Rekor logs keyless signatures are checked against, for --verification-config and policies' oci verify calls (none: keyless is refused)")
 	f.StringArrayVar(&lc.Pull.FileRoots, "pull-file-root", nil, "directory file:// modules and plain paths may be read from (repeatable; default none: no module is read from the pod's files)")
 	f.BoolVar(&lc.Pull.AllowPrivateRedirects, "pull-allow-private-redirects", false, "let https:// and registry pulls follow redirects to loopback, private and link-local addresses")
 	f.DurationVar(&lc.Pull.Timeout, "pull-timeout", 2*time.Minute, "budget of one revision's module pull")
@@ -164,11 +158,38 @@ func newPolicyServerCommand() *cobra.Command {
 	return cmd
 }
 
+// loadSignatureTrust reads the --sigstore-trust-config and --verification-config files (either
+// may be ""). Neither stops the server when unreadable: previous revisions keep serving. An
+// unreadable verification config trusts no module, saying why on each revision; so does an
+// unreadable trust root, since what the operator meant to trust is not known. Without a readable
+// trust root, policies' keyless verification requests are refused.
+func loadSignatureTrust(verificationPath, trustPath string, log logr.Logger) (*signatures.TrustRoot, *signatures.Config) {
+	var trust *signatures.TrustRoot
+	var trustErr error
+	if trustPath != "" {
+		if trust, trustErr = signatures.LoadTrustRoot(trustPath); trustErr != nil {
+			log.Error(trustErr, "the Sigstore trust config cannot be used: keyless signatures will not be trusted")
+		}
+	}
+	if verificationPath == "" {
+		return trust, nil
+	}
+	cfg, err := signatures.LoadFile(verificationPath, trust)
+	if trustErr != nil {
+		err = trustErr
+	}
+	if err != nil {
+		log.Error(err, "the verification config cannot be used: no module will be trusted")
+		return trust, signatures.Broken(err)
+	}
+	return trust, cfg
+}
+
 // fileModeCapabilities are the host capabilities of a server that reads its policies from a
 // file. A Kubernetes configuration is optional there: a server with policies that never look
 // anything up needs none, and one that does answers their lookups with an error naming what is
 // missing.
-func fileModeCapabilities(ctx context.Context, kubeconfig string, limits kubeAPILimits, registryCAs *x509.CertPool, log logr.Logger) (*capabilities.Host, error) {
+func fileModeCapabilities(ctx context.Context, kubeconfig string, limits kubeAPILimits, registryCAs *x509.CertPool, trust *signatures.TrustRoot, log logr.Logger) (*capabilities.Host, error) {
 	cfg, err := loadConfig(ctx, kubeconfig, limits)
 	if err != nil {
 		if kubeconfig != "" {
@@ -177,7 +198,7 @@ func fileModeCapabilities(ctx context.Context, kubeconfig string, limits kubeAPI
 		log.Info("no Kubernetes configuration found ($KUBECONFIG, ~/.kube/config, in-cluster): context-aware policies' lookups will fail", "reason", err.Error())
 		cfg = nil
 	}
-	return capabilities.New(capabilities.Options{Kubernetes: cfg, RegistryCAs: registryCAs, Logger: log.WithName("policy")})
+	return capabilities.New(capabilities.Options{Kubernetes: cfg, RegistryCAs: registryCAs, Sigstore: trust, Logger: log.WithName("policy")})
 }
 
 // replicaOrdinal reads a StatefulSet pod's ordinal from its hostname.

@@ -18,7 +18,7 @@ func TestFileModeCapabilities_KubeconfigIsOptional_UnlessNamed(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	host, err := fileModeCapabilities(context.Background(), "", kubeAPILimits{}, nil, logr.Discard())
+	host, err := fileModeCapabilities(context.Background(), "", kubeAPILimits{}, nil, nil, logr.Discard())
 	if err != nil {
 		t.Fatalf("no configuration anywhere must not stop the server: %v", err)
 	}
@@ -28,7 +28,7 @@ func TestFileModeCapabilities_KubeconfigIsOptional_UnlessNamed(t *testing.T) {
 		t.Fatalf("lookups without a configuration: want ErrNoKubernetes, got %v", err)
 	}
 
-	if _, err := fileModeCapabilities(context.Background(), "/does/not/exist", kubeAPILimits{}, nil, logr.Discard()); err == nil || !strings.HasPrefix(err.Error(), "--kubeconfig: ") {
+	if _, err := fileModeCapabilities(context.Background(), "/does/not/exist", kubeAPILimits{}, nil, nil, logr.Discard()); err == nil || !strings.HasPrefix(err.Error(), "--kubeconfig: ") {
 		t.Fatalf("a named kubeconfig that cannot be read: want an error naming the flag, got %v", err)
 	}
 
@@ -38,7 +38,7 @@ func TestFileModeCapabilities_KubeconfigIsOptional_UnlessNamed(t *testing.T) {
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host, err = fileModeCapabilities(context.Background(), path, kubeAPILimits{}, nil, logr.Discard())
+	host, err = fileModeCapabilities(context.Background(), path, kubeAPILimits{}, nil, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"regent.dev/regent/policyserver/engine"
+	"regent.dev/regent/policyserver/signatures"
 )
 
 // Errors a guest can receive, wrapped with what it asked for; Outcome sorts results by them.
@@ -41,6 +42,10 @@ type Options struct {
 	// otherwise); InsecureRegistries allows plain http to every registry.
 	RegistryCAs        *x509.CertPool
 	InsecureRegistries bool
+	// Sigstore is the trust root keyless verification requests (oci v1/verify and v2/verify)
+	// are checked against: the PolicyServer's sigstoreTrustConfig. Without one they are
+	// refused with signatures.ErrNoTrustRoot.
+	Sigstore *signatures.TrustRoot
 	// KubernetesTTL is how long a Kubernetes answer is reused (default DefaultKubernetesTTL).
 	KubernetesTTL time.Duration
 	Clock         clock.PassiveClock
@@ -72,7 +77,7 @@ func New(opts Options) (*Host, error) {
 		opts.Logger = logr.Discard()
 	}
 	h := &Host{
-		registry: newRegistries(opts.RegistryCAs, opts.InsecureRegistries, newTTLCache(ociTTL, opts.Clock)),
+		registry: newRegistries(opts.RegistryCAs, opts.InsecureRegistries, newTTLCache(ociTTL, opts.Clock), opts.Sigstore, opts.Clock),
 		clock:    opts.Clock,
 		log:      opts.Logger,
 	}

@@ -12,10 +12,10 @@ import (
 func TestHost_CapabilitiesNotServed_SaySo(t *testing.T) {
 	h, _ := New(Options{})
 	for _, tc := range []struct{ binding, namespace, operation, payload, want string }{
-		{"kubewarden", "oci", "v2/verify", `{"type":"SigstoreKeylessVerify","image":"x","keyless":[]}`,
-			"oci v2/verify SigstoreKeylessVerify is not served by this policy server: only SigstorePubKeyVerify is; keyless and certificate verification are not implemented"},
-		{"kubewarden", "oci", "v1/verify", `{"SigstoreKeylessVerify":{"image":"x","keyless":[]}}`,
-			"oci v1/verify SigstoreKeylessVerify is not served by this policy server: only SigstorePubKeyVerify is; keyless and certificate verification are not implemented"},
+		{"kubewarden", "oci", "v2/verify", `{"type":"SigstoreAttestationVerify","image":"x"}`,
+			`oci v2/verify "SigstoreAttestationVerify" is not served by this policy server: the variants are SigstorePubKeyVerify, SigstoreKeylessVerify, SigstoreKeylessPrefixVerify, SigstoreGithubActionsVerify and SigstoreCertificateVerify`},
+		{"kubewarden", "oci", "v1/verify", `{"SigstoreAttestationVerify":{"image":"x"}}`,
+			`oci v1/verify "SigstoreAttestationVerify" is not served by this policy server: the variants are SigstorePubKeyVerify, SigstoreKeylessVerify, SigstoreKeylessPrefixVerify, SigstoreGithubActionsVerify and SigstoreCertificateVerify`},
 		{"kubewarden", "oci", "v1/oci_manifest_config", "", "host capability kubewarden/oci/v1/oci_manifest_config is not served by this policy server"},
 		{"acme", "kv", "get", "", "host capability acme/kv/get is not served by this policy server (it serves the binding kubewarden only)"},
 	} {

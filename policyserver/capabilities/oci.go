@@ -11,6 +11,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"k8s.io/utils/clock"
+
+	"regent.dev/regent/policyserver/signatures"
 )
 
 // registries serves the oci namespace: what a registry says about an image.
@@ -18,14 +21,17 @@ type registries struct {
 	transport http.RoundTripper
 	nameOpts  []name.Option
 	cache     *ttlCache
+	// sigstore is the trust root of keyless verification requests; nil refuses them.
+	sigstore *signatures.TrustRoot
+	clock    clock.PassiveClock
 }
 
-func newRegistries(cas *x509.CertPool, insecure bool, cache *ttlCache) *registries {
+func newRegistries(cas *x509.CertPool, insecure bool, cache *ttlCache, sigstore *signatures.TrustRoot, clk clock.PassiveClock) *registries {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if cas != nil {
 		t.TLSClientConfig = &tls.Config{RootCAs: cas, MinVersion: tls.VersionTLS12}
 	}
-	r := &registries{transport: t, cache: cache}
+	r := &registries{transport: t, cache: cache, sigstore: sigstore, clock: clk}
 	if insecure {
 		r.nameOpts = append(r.nameOpts, name.Insecure)
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	// only modules whose signatures meet it (Pull.Verifier is set to it), and replicas serve only
 	// revisions verified against it.
 	Verification *signatures.Config
+	// SigstoreTrust is the PolicyServer's sigstoreTrustConfig: the trust root of policies' keyless
+	// verification requests (Verification carries its own). Nil refuses them.
+	SigstoreTrust *signatures.TrustRoot
 	// Background runs the background scan of reports while this replica leads (nil: none);
 	// Config, Namespace, PolicyServer, Registerer and Logger are filled in from these options.
 	Background *background.Options
@@ -227,7 +230,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Server.Host == nil {
 		if opts.Server.Host, err = capabilities.New(capabilities.Options{
 			Kubernetes: opts.Config, RegistryCAs: opts.Pull.CAs, InsecureRegistries: opts.Pull.InsecureRegistries,
-			Clock: opts.Clock, Logger: opts.Logger.WithName("policy"),
+			Sigstore: opts.SigstoreTrust, Clock: opts.Clock, Logger: opts.Logger.WithName("policy"),
 		}); err != nil {
 			return fmt.Errorf("policy server lifecycle: %w", err)
 		}

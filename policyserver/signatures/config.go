@@ -3,6 +3,7 @@ package signatures
 import (
 	"crypto"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type Config struct {
 	fingerprint string
 	// broken is why the configuration cannot be used; such a Config trusts nothing.
 	broken error
+	// trust is what keyless requirements are checked against; nil when no trust root is given,
+	// and then the configuration has no keyless requirement.
+	trust *TrustRoot
 }
 
 // Broken is a configuration that could not be read: it trusts no module, and every refusal says
@@ -46,7 +50,8 @@ type AnyOf struct {
 
 // Requirement is one signature the artifact must carry.
 type Requirement struct {
-	// Kind is pubKey, genericIssuer or githubAction.
+	// Kind is pubKey, genericIssuer or githubAction (and certificate, built by Certificate for
+	// a policy's request only: it is no kind of Kubewarden's verification-config).
 	Kind string `json:"kind"`
 	// Owner names who holds the key (pubKey, informative) or the GitHub owner (githubAction).
 	Owner string `json:"owner,omitempty"`
@@ -61,6 +66,13 @@ type Requirement struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 
 	verifier signature.Verifier
+	// prefix is URLPrefix as matched: ending in a slash, so https://github.com/org does not
+	// match https://github.com/organisation.
+	prefix string
+	// certificate is a certificate requirement's: its key must have made the signature.
+	certificate *x509.Certificate
+	// requireBundle: a certificate requirement accepts only signatures with a Rekor bundle.
+	requireBundle bool
 }
 
 // Subject matches a keyless certificate's subject: exactly, or under a URL prefix.
@@ -74,18 +86,18 @@ const (
 	KindPubKey        = "pubKey"
 	KindGenericIssuer = "genericIssuer"
 	KindGitHubAction  = "githubAction"
+	KindCertificate   = "certificate"
 )
 
-// ErrKeylessNotSupported: a keyless requirement, which this policy server cannot check yet.
-var ErrKeylessNotSupported = errors.New("keyless signature verification (genericIssuer, githubAction) is not supported by Regent's policy server yet; use pubKey requirements")
-
-// LoadFile reads a configuration file (a mounted verificationConfig ConfigMap's key).
-func LoadFile(path string) (*Config, error) {
+// LoadFile reads a configuration file (a mounted verificationConfig ConfigMap's key); trust is
+// the Sigstore trust root its keyless requirements are checked against (nil: none, and a keyless
+// requirement is an error).
+func LoadFile(path string, trust *TrustRoot) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("verification config: %w", err)
 	}
-	c, err := Parse(b)
+	c, err := Parse(b, trust)
 	if err != nil {
 		return nil, fmt.Errorf("verification config %s: %w", path, err)
 	}
@@ -93,23 +105,25 @@ func LoadFile(path string) (*Config, error) {
 }
 
 // Parse reads and checks a configuration: unknown fields, kinds and unreadable keys are errors,
-// since a requirement misread would trust more than the operator meant.
-func Parse(b []byte) (*Config, error) {
+// since a requirement misread would trust more than the operator meant. Keyless requirements
+// need trust, the Sigstore trust root (ErrNoTrustRoot without one).
+func Parse(b []byte, trust *TrustRoot) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return nil, err
 	}
+	c.trust = trust
 	if c.APIVersion != "v1" {
 		return nil, fmt.Errorf("apiVersion %q is not supported (want v1)", c.APIVersion)
 	}
 	for i := range c.AllOf {
-		if err := c.AllOf[i].compile(); err != nil {
+		if err := c.AllOf[i].compile(trust); err != nil {
 			return nil, fmt.Errorf("allOf[%d]: %w", i, err)
 		}
 	}
 	if c.AnyOf != nil {
 		for i := range c.AnyOf.Signatures {
-			if err := c.AnyOf.Signatures[i].compile(); err != nil {
+			if err := c.AnyOf.Signatures[i].compile(trust); err != nil {
 				return nil, fmt.Errorf("anyOf.signatures[%d]: %w", i, err)
 			}
 		}
@@ -126,13 +140,23 @@ func Parse(b []byte) (*Config, error) {
 	if len(c.AllOf) == 0 && (c.AnyOf == nil || len(c.AnyOf.Signatures) == 0) {
 		return nil, errors.New("no requirement in allOf or anyOf: every module would be trusted")
 	}
-	sum := sha256.Sum256(b)
-	c.fingerprint = "sha256:" + hex.EncodeToString(sum[:8])
+	c.fingerprint = fingerprint(b, trust)
 	return &c, nil
 }
 
+// fingerprint names a configuration and the trust root it is checked against: a new trust root
+// is a new configuration, and modules verified against the old one are verified again.
+func fingerprint(config []byte, trust *TrustRoot) string {
+	h := sha256.New()
+	h.Write(config)
+	if trust != nil {
+		h.Write([]byte("\x00sigstore-trust-config\x00" + trust.fingerprint))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // compile checks a requirement and readies its verifier.
-func (r *Requirement) compile() error {
+func (r *Requirement) compile(trust *TrustRoot) error {
 	switch r.Kind {
 	case KindPubKey:
 		if strings.TrimSpace(r.Key) == "" {
@@ -147,7 +171,13 @@ func (r *Requirement) compile() error {
 		}
 		return nil
 	case KindGenericIssuer, KindGitHubAction:
-		return fmt.Errorf("%s: %w", r.Kind, ErrKeylessNotSupported)
+		if err := r.compileKeyless(); err != nil {
+			return err
+		}
+		if trust == nil {
+			return fmt.Errorf("%s: %w", r, ErrNoTrustRoot)
+		}
+		return nil
 	case "":
 		return errors.New("no kind (want pubKey, genericIssuer or githubAction)")
 	}
@@ -163,21 +193,39 @@ func (r *Requirement) owner() string {
 
 // String names the requirement in messages.
 func (r *Requirement) String() string {
+	switch r.Kind {
+	case KindGenericIssuer:
+		if r.Subject != nil && r.Subject.URLPrefix != "" {
+			return fmt.Sprintf("genericIssuer %s, subject under %s", r.Issuer, r.prefix)
+		}
+		if r.Subject != nil {
+			return fmt.Sprintf("genericIssuer %s, subject %s", r.Issuer, r.Subject.Equal)
+		}
+	case KindGitHubAction:
+		if r.Repo != "" {
+			return fmt.Sprintf("githubAction %s/%s", r.Owner, r.Repo)
+		}
+		return "githubAction of " + r.Owner
+	case KindCertificate:
+		if r.certificate != nil {
+			return fmt.Sprintf("certificate %q", r.certificate.Subject.String())
+		}
+	}
 	return r.Kind + r.owner()
 }
 
-// PubKeys is the configuration a policy's pub-key verification request stands for, as
-// Kubewarden reads it: every key must have signed the artifact, each signature carrying the
-// annotations.
-func PubKeys(keys []string, annotations map[string]string) (*Config, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("no public key given: nothing to verify against")
+// AllOf is the configuration a policy's verification request stands for: every requirement must
+// be met. trust is the Sigstore trust root keyless requirements are checked against.
+func AllOf(trust *TrustRoot, reqs ...Requirement) (*Config, error) {
+	if len(reqs) == 0 {
+		return nil, errors.New("no requirement: nothing to verify against")
 	}
-	c := &Config{APIVersion: "v1", fingerprint: "request"}
-	for i, k := range keys {
-		r := Requirement{Kind: KindPubKey, Key: k, Annotations: annotations}
-		if err := r.compile(); err != nil {
-			return nil, fmt.Errorf("pub_keys[%d]: %w", i, err)
+	c := &Config{APIVersion: "v1", fingerprint: "request", trust: trust}
+	for i, r := range reqs {
+		if r.Kind != KindCertificate { // built and checked by Certificate
+			if err := r.compile(trust); err != nil {
+				return nil, fmt.Errorf("allOf[%d]: %w", i, err)
+			}
 		}
 		c.AllOf = append(c.AllOf, r)
 	}

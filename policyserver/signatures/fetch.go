@@ -25,6 +25,9 @@ const (
 	// and its chain, PEM.
 	CertificateAnnotation = "dev.sigstore.cosign/certificate"
 	ChainAnnotation       = "dev.sigstore.cosign/chain"
+	// BundleAnnotation holds the Rekor bundle (RekorBundle JSON) of a signature that was
+	// logged: when it was made, signed by the log.
+	BundleAnnotation = "dev.sigstore.cosign/bundle"
 )
 
 // maxPayloadBytes bounds a signature layer: a simple-signing payload is a few hundred bytes, and
@@ -38,8 +41,10 @@ const maxSignatures = 64
 type Signature struct {
 	Payload   []byte
 	Signature []byte
-	// Certificate and Chain are set on keyless signatures.
+	// Certificate and Chain are set on keyless signatures, PEM.
 	Certificate, Chain string
+	// Bundle is the Rekor bundle, JSON, of a signature that was logged.
+	Bundle string
 }
 
 // SignatureTag is where cosign keeps the signatures of digest: sha256-<hex>.sig in its
@@ -90,7 +95,7 @@ func Fetch(ctx context.Context, digest name.Digest, opts ...remote.Option) ([]Si
 			return nil, fmt.Errorf("get signatures %s: %w", tag, err)
 		}
 		sigs = append(sigs, Signature{Payload: payload, Signature: sig,
-			Certificate: l.Annotations[CertificateAnnotation], Chain: l.Annotations[ChainAnnotation]})
+			Certificate: l.Annotations[CertificateAnnotation], Chain: l.Annotations[ChainAnnotation], Bundle: l.Annotations[BundleAnnotation]})
 	}
 	return sigs, nil
 }

@@ -47,7 +47,7 @@ func newRegistry(t *testing.T) string {
 
 func pubKeyConfig(t *testing.T, body string) *signatures.Config {
 	t.Helper()
-	c, err := signatures.Parse([]byte(body))
+	c, err := signatures.Parse([]byte(body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,17 +114,17 @@ func TestVerify_PubKeyRequirements(t *testing.T) {
 func TestParse_RefusesWhatItCannotCheck(t *testing.T) {
 	key := signaturestest.NewKey(t)
 	for name, tc := range map[string]struct{ config, says string }{
-		"Keyless":         {"apiVersion: v1\nallOf:\n  - kind: genericIssuer\n    issuer: https://accounts.example\n    subject:\n      equal: a@example.com\n", "keyless signature verification"},
-		"GitHubAction":    {"apiVersion: v1\nanyOf:\n  signatures:\n  - kind: githubAction\n    owner: kubewarden\n", "keyless signature verification"},
-		"NoRequirement":   {"apiVersion: v1\n", "every module would be trusted"},
-		"UnknownKind":     {"apiVersion: v1\nallOf:\n  - kind: pgp\n", "unknown kind"},
-		"BadKey":          {"apiVersion: v1\nallOf:\n  - kind: pubKey\n    key: not a key\n", "pubKey"},
-		"UnknownField":    {"apiVersion: v1\nrequirements:\n  - kind: pubKey\n", "unknown field"},
-		"TooManyMatches":  {"apiVersion: v1\nanyOf:\n  minimumMatches: 2\n  signatures:\n  - kind: pubKey\n    key: |\n" + indent(key.PublicPEM) + "\n", "more than the 1 signatures"},
-		"WrongAPIVersion": {"apiVersion: v2\nallOf:\n  - kind: pubKey\n    key: |\n" + indent(key.PublicPEM) + "\n", "apiVersion"},
+		"KeylessWithoutTrustRoot":      {"apiVersion: v1\nallOf:\n  - kind: genericIssuer\n    issuer: https://accounts.example\n    subject:\n      equal: a@example.com\n", "sigstoreTrustConfig"},
+		"GitHubActionWithoutTrustRoot": {"apiVersion: v1\nanyOf:\n  signatures:\n  - kind: githubAction\n    owner: kubewarden\n", "sigstoreTrustConfig"},
+		"NoRequirement":                {"apiVersion: v1\n", "every module would be trusted"},
+		"UnknownKind":                  {"apiVersion: v1\nallOf:\n  - kind: pgp\n", "unknown kind"},
+		"BadKey":                       {"apiVersion: v1\nallOf:\n  - kind: pubKey\n    key: not a key\n", "pubKey"},
+		"UnknownField":                 {"apiVersion: v1\nrequirements:\n  - kind: pubKey\n", "unknown field"},
+		"TooManyMatches":               {"apiVersion: v1\nanyOf:\n  minimumMatches: 2\n  signatures:\n  - kind: pubKey\n    key: |\n" + indent(key.PublicPEM) + "\n", "more than the 1 signatures"},
+		"WrongAPIVersion":              {"apiVersion: v2\nallOf:\n  - kind: pubKey\n    key: |\n" + indent(key.PublicPEM) + "\n", "apiVersion"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := signatures.Parse([]byte(tc.config)); err == nil || !strings.Contains(err.Error(), tc.says) {
+			if _, err := signatures.Parse([]byte(tc.config), nil); err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
 		})
@@ -137,9 +137,9 @@ func TestBroken_TrustsNothing_AndSaysWhy(t *testing.T) {
 	key := signaturestest.NewKey(t)
 	d := pushArtifact(t, host, "policies/any")
 	signaturestest.Sign(t, d, key, nil)
-	_, perr := signatures.Parse([]byte("apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: kubewarden\n"))
+	_, perr := signatures.Parse([]byte("apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: kubewarden\n"), nil)
 	err := signatures.Broken(perr).Verify(context.Background(), d)
-	if !errors.Is(err, signatures.ErrUntrusted) || !strings.Contains(err.Error(), "keyless signature verification") {
-		t.Fatalf("got %v, want ErrUntrusted saying keyless is not supported", err)
+	if !errors.Is(err, signatures.ErrUntrusted) || !strings.Contains(err.Error(), "sigstoreTrustConfig") {
+		t.Fatalf("got %v, want ErrUntrusted saying a keyless requirement needs a sigstoreTrustConfig", err)
 	}
 }

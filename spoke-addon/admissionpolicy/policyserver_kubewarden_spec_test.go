@@ -205,7 +205,6 @@ func TestPolicyServer_KubewardenSpec_UnhonouredFieldsAreRefusedWithTheReason(t *
 		spec  map[string]any
 		says  string
 	}{
-		{"sigstoreTrustConfig", map[string]any{"sigstoreTrustConfig": "trust"}, "no custom Sigstore trust root"},
 		{"insecureSources", map[string]any{"insecureSources": []any{"registry.local:5000"}}, "no per-registry exception"},
 		{"sourceAuthorities", map[string]any{"sourceAuthorities": map[string]any{"registry.local": []any{"PEM"}}}, "one registry only"},
 		{"namespacedPoliciesCapabilities", map[string]any{"namespacedPoliciesCapabilities": []any{"oci/*"}}, "host capabilities"},
@@ -232,9 +231,9 @@ func TestPolicyServer_KubewardenSpec_UnhonouredFieldsAreRefusedWithTheReason(t *
 		"apiVersion": "policies.kubewarden.io/v1", "kind": "PolicyServer",
 		"metadata": map[string]any{"name": "accepted-ports"},
 		"spec": map[string]any{"image": "ghcr.io/kubewarden/policy-server:latest", "replicas": int64(1),
-			"webhookPort": int64(ServicePort), "readinessProbePort": int64(ServicePort), "verificationConfig": "verification", "insecureSources": []any{}},
+			"webhookPort": int64(ServicePort), "readinessProbePort": int64(ServicePort), "verificationConfig": "verification", "sigstoreTrustConfig": "private-sigstore", "insecureSources": []any{}},
 	}}
 	if err := c.Create(ctx, ok); err != nil {
-		t.Errorf("Regent's own ports and empty fields: %v", err)
+		t.Errorf("Regent's own ports, empty fields and a sigstoreTrustConfig: %v", err)
 	}
 }

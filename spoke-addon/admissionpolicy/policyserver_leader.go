@@ -68,7 +68,7 @@ func leaderNetworkPolicy(ps *kubewardenv1.PolicyServer, replicas map[string]stri
 
 // applyLeaderWorkload keeps the leader's NetworkPolicy and its Deployment as leaderPod renders
 // it, owned by the PolicyServer.
-func (r *policyServerReconciler) applyLeaderWorkload(ctx context.Context, ps *kubewardenv1.PolicyServer, replicas map[string]string, verification string) error {
+func (r *policyServerReconciler) applyLeaderWorkload(ctx context.Context, ps *kubewardenv1.PolicyServer, replicas map[string]string, verification signatureInputs) error {
 	selector := leaderSelector(ps.Name)
 	if err := r.ensure(ctx, ps, &networkingv1.NetworkPolicy{ObjectMeta: r.meta(leaderWorkloadName(ps.Name), selector)}, func(o client.Object) {
 		o.(*networkingv1.NetworkPolicy).Spec = leaderNetworkPolicy(ps, replicas)

@@ -136,6 +136,9 @@ func policyServerArgs(ps *kubewardenv1.PolicyServer, namespace, role string) []s
 	if ps.Spec.VerificationConfig != "" {
 		args = append(args, "--verification-config="+verificationMount+"/"+signatures.ConfigMapKey)
 	}
+	if ps.Spec.SigstoreTrustConfig != "" {
+		args = append(args, "--sigstore-trust-config="+sigstoreTrustMount+"/"+signatures.TrustConfigMapKey)
+	}
 	return append(args, cacheFlag, "--cache-dir="+workMount+"/private",
 		"--advertise-address=$(POD_IP)",
 		fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
@@ -173,6 +176,14 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 		volumes = append(volumes, corev1.Volume{Name: verificationVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ps.Spec.VerificationConfig}, Optional: ptr.To(true),
 			Items: []corev1.KeyToPath{{Key: signatures.ConfigMapKey, Path: signatures.ConfigMapKey}}}}})
+	}
+	if ps.Spec.SigstoreTrustConfig != "" {
+		// Kubewarden's layout too: the ClientTrustConfig JSON under sigstore-trust-config.
+		// Optional for the same reason: a missing one makes keyless signatures untrusted, with
+		// the reason on every revision, rather than a pod that never starts.
+		volumes = append(volumes, corev1.Volume{Name: sigstoreTrustVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ps.Spec.SigstoreTrustConfig}, Optional: ptr.To(true),
+			Items: []corev1.KeyToPath{{Key: signatures.TrustConfigMapKey, Path: signatures.TrustConfigMapKey}}}}})
 	}
 	pod := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(ps, labels)},
@@ -225,6 +236,10 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 		c := &pod.Spec.Containers[0]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: verificationVolume, MountPath: verificationMount, ReadOnly: true})
 	}
+	if ps.Spec.SigstoreTrustConfig != "" {
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: sigstoreTrustVolume, MountPath: sigstoreTrustMount, ReadOnly: true})
+	}
 	applyUserSettings(ps, &pod)
 	return pod
 }
@@ -233,6 +248,13 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 const (
 	verificationVolume = "verification"
 	verificationMount  = "/verification"
+)
+
+// sigstoreTrustVolume holds a PolicyServer's sigstoreTrustConfig ConfigMap, at
+// sigstoreTrustMount (Kubewarden's path).
+const (
+	sigstoreTrustVolume = "sigstore-trust-config"
+	sigstoreTrustMount  = "/sigstore-trust"
 )
 
 // replaceStalePods deletes, one at a time and only while every other replica is Ready, a pod

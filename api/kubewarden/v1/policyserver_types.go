@@ -137,16 +137,21 @@ type PolicyServerSpec struct {
 	// +optional
 	SourceAuthorities map[string][]string `json:"sourceAuthorities,omitempty"`
 	// VerificationConfig names a ConfigMap in the policy server's namespace whose key
-	// verification-config is Kubewarden's verification configuration (allOf/anyOf of pubKey
-	// requirements, with annotations): only registry modules whose cosign signatures meet it
-	// are loaded, and a module that fails says why on its revision and policy (Initialized,
-	// reason UntrustedModule). Keyless requirements are refused with that reason. Editing the
-	// ConfigMap rolls the policy server's pods.
+	// verification-config is Kubewarden's verification configuration (allOf/anyOf of pubKey,
+	// genericIssuer and githubAction requirements, with annotations): only registry modules
+	// whose cosign signatures meet it are loaded, and a module that fails says why on its
+	// revision and policy (Initialized, reason UntrustedModule). Keyless requirements
+	// (genericIssuer, githubAction) are checked against sigstoreTrustConfig; without one, every
+	// module is refused with that reason. Editing the ConfigMap rolls the policy server's pods.
 	// +optional
 	VerificationConfig string `json:"verificationConfig,omitempty"`
-	// SigstoreTrustConfig is refused: it is the trust root of keyless verification, which
-	// Regent does not do yet.
-	// +kubebuilder:validation:XValidation:rule="self == ''",message="sigstoreTrustConfig is not supported yet: Regent's policy server verifies key-based (pubKey) signatures only and takes no custom Sigstore trust root; remove sigstoreTrustConfig"
+	// SigstoreTrustConfig names a ConfigMap in the policy server's namespace whose key
+	// sigstore-trust-config is a Sigstore ClientTrustConfig JSON (or a bare trusted_root.json):
+	// the Fulcio certificate authorities and Rekor logs keyless signatures are checked against,
+	// for verificationConfig and for policies' oci verify host calls. Regent does not fetch the
+	// public-good Sigstore root over the internet: without this, keyless verification is
+	// refused. Anyone who can write the ConfigMap decides which signatures are trusted: restrict
+	// it with RBAC. Editing the ConfigMap rolls the policy server's pods.
 	// +optional
 	SigstoreTrustConfig string `json:"sigstoreTrustConfig,omitempty"`
 	// NamespacedPoliciesCapabilities is refused: Regent cannot restrict host capabilities of

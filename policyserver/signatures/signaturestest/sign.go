@@ -71,6 +71,12 @@ func SignPayload(t testing.TB, digest name.Digest, key Key, body []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	appendSignature(t, digest, body, map[string]string{signatures.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)})
+}
+
+// appendSignature adds a layer of body with annotations to the signature image of digest.
+func appendSignature(t testing.TB, digest name.Digest, body []byte, annotations map[string]string) {
+	t.Helper()
 	tag := signatures.SignatureTag(digest)
 	var base v1.Image = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	if existing, err := remote.Image(tag); err == nil {
@@ -78,7 +84,7 @@ func SignPayload(t testing.TB, digest name.Digest, key Key, body []byte) {
 	}
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:       static.NewLayer(body, signatures.SimpleSigningMediaType),
-		Annotations: map[string]string{signatures.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)},
+		Annotations: annotations,
 	})
 	if err != nil {
 		t.Fatal(err)
