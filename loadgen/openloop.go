@@ -60,7 +60,7 @@ type OpenResult struct {
 	Rate float64
 	// Scheduled is the requests due in the measured window; each ended as exactly one of Correct,
 	// Rejected, Wrong, Failed, Skipped or Overflow (not sent: MaxInFlight in flight).
-	Scheduled                                          int
+	Scheduled                                           int
 	Correct, Rejected, Wrong, Failed, Skipped, Overflow int
 	// P50, P90, P99 and Max are the latencies of the correct answers, each from the moment its
 	// request was due: time spent waiting for a late generator or a busy server is included.
