@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +35,7 @@ func main() {
 	concurrencies := flag.String("c", "1,16", "concurrencies (connections) to measure")
 	policyWorkers := flag.Int("policy-workers", 0, "the policy server's --policy-workers (0: its default, workers-1)")
 	sweep := flag.String("sweep", "", "open-loop rates, from:to:step (500:3000:250) or a list; set, the bench runs only the sweep (and -cpuprofile)")
-	bound := flag.Duration("p99-bound", 10*time.Millisecond, "the sweep's latency bound: a rate passes with p99 at most this and every answer correct")
+	bounds := flag.String("p99-bound", "10ms,50ms", "the sweep's latency bounds, ascending: a rate passes one with p99 at most it and every answer correct; a knee is given for each")
 	stopAfter := flag.Int("stop-after-fails", 2, "the sweep drives a server no higher after this many failing rates in a row")
 	cpuprofile := flag.String("cpuprofile", "", "profile the policy server (Rego path) at -profile-rate into this file; with -sweep, after it")
 	profileRate := flag.Float64("profile-rate", 1000, "open-loop rate of the -cpuprofile run")
@@ -47,7 +48,16 @@ func main() {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				os.Exit(2)
 			}
-			o = sweepOptions{rates: rates, warmup: *warmup, duration: *duration, bound: *bound, stopAfter: *stopAfter}
+			o = sweepOptions{rates: rates, warmup: *warmup, duration: *duration, stopAfter: *stopAfter}
+			for _, b := range strings.Split(*bounds, ",") {
+				d, err := time.ParseDuration(b)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "bench: -p99-bound:", err)
+					os.Exit(2)
+				}
+				o.bounds = append(o.bounds, d)
+			}
+			slices.Sort(o.bounds)
 		}
 		if err := openLoop(*opaBin, o, *cpuprofile, *profileRate, *policyWorkers); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

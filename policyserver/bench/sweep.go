@@ -16,7 +16,9 @@ import (
 type sweepOptions struct {
 	rates            []float64
 	warmup, duration time.Duration
-	bound            time.Duration
+	// bounds are the p99 bounds knees are given for, ascending; a point that misses the loosest
+	// counts as failing.
+	bounds []time.Duration
 	// stopAfter is how many failing points in a row retire a server from the higher rates.
 	stopAfter int
 }
@@ -86,7 +88,8 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 	}
 
 	fmt.Printf("## Open loop: fixed rates over HTTPS (one shared keep-alive pool per point, as kube-apiserver's webhook client; %s measured after %s warm-up; latency from each request's due time)\n\n", o.duration, o.warmup)
-	fmt.Printf("A point passes when every request due was answered correctly and p99 ≤ %s; a server failing %d points in a row is not driven higher.\n\n", o.bound, o.stopAfter)
+	loosest := o.bounds[len(o.bounds)-1]
+	fmt.Printf("A point passes when every request due was answered correctly and p99 ≤ the bound; a server failing %d points in a row with the loosest bound (%s) is not driven higher.\n\n", o.stopAfter, loosest)
 	fmt.Println("| req/s | server | p50 | p90 | p99 | max | correct | 429 | wrong | failed | not sent | generator lag p99 | load |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	ctx := context.Background()
@@ -106,9 +109,9 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 				us(r.P50), us(r.P90), us(r.P99), us(r.Max), r.Correct, r.Scheduled, r.Rejected, r.Wrong, r.Failed, r.Overflow,
 				us(r.SendLagP99), loadAverage())
 			if len(r.Errors) > 0 {
-				firstErrors = append(firstErrors, fmt.Sprintf("%.0f req/s, %s: %.200s", rate, t.name, r.Errors[0]))
+				firstErrors = append(firstErrors, fmt.Sprintf("%.0f req/s, %s: %.200s", rate, t.name, strings.TrimSpace(r.Errors[0])))
 			}
-			if r.AllCorrect() && r.P99 <= o.bound {
+			if r.AllCorrect() && r.P99 <= loosest {
 				t.failing = 0
 			} else if t.failing++; t.failing >= o.stopAfter {
 				t.retired = true
@@ -126,18 +129,32 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 		}
 		fmt.Println()
 	}
-	fmt.Printf("Knee (highest rate up to which every point passed, p99 ≤ %s, every answer correct):\n\n", o.bound)
-	knees := map[string]float64{}
+	fmt.Println("Knee: the highest rate up to which every point passed (every answer correct, p99 ≤ the bound):")
+	fmt.Println()
+	fmt.Print("| server |")
+	for _, b := range o.bounds {
+		fmt.Printf(" p99 ≤ %s |", b)
+	}
+	fmt.Println()
+	fmt.Println("|---|" + strings.Repeat("---|", len(o.bounds)))
 	for _, t := range targets {
-		knees[t.name] = loadgen.Knee(t.points, o.bound)
-		fmt.Printf("- %s: %.0f req/s\n", t.name, knees[t.name])
+		fmt.Printf("| %s |", t.name)
+		for _, b := range o.bounds {
+			fmt.Printf(" %.0f |", loadgen.Knee(t.points, b))
+		}
+		fmt.Println()
 	}
 	if opaBin != "" {
-		opaKnee := knees[targets[2].name]
 		for _, t := range targets[:2] {
-			if opaKnee > 0 {
-				fmt.Printf("- ratio %s / OPA: %.2f×\n", t.name, knees[t.name]/opaKnee)
+			fmt.Printf("| ratio %s / OPA |", t.name)
+			for _, b := range o.bounds {
+				if k := loadgen.Knee(targets[2].points, b); k > 0 {
+					fmt.Printf(" %.2f× |", loadgen.Knee(t.points, b)/k)
+				} else {
+					fmt.Print(" — |")
+				}
 			}
+			fmt.Println()
 		}
 	}
 	fmt.Println()
