@@ -39,6 +39,7 @@ func main() {
 	stopAfter := flag.Int("stop-after-fails", 2, "the sweep drives a server no higher after this many failing rates in a row")
 	cpuprofile := flag.String("cpuprofile", "", "profile the policy server (Rego path) at -profile-rate into this file; with -sweep, after it")
 	profileRate := flag.Float64("profile-rate", 1000, "open-loop rate of the -cpuprofile run")
+	profileDuration := flag.Duration("profile-duration", 30*time.Second, "measured time of the -cpuprofile run (a profile samples every 10 ms of CPU: a longer run, more samples)")
 	flag.Parse()
 	if *sweep != "" || *cpuprofile != "" {
 		var o sweepOptions
@@ -59,7 +60,7 @@ func main() {
 			}
 			slices.Sort(o.bounds)
 		}
-		if err := openLoop(*opaBin, o, *cpuprofile, *profileRate, *policyWorkers); err != nil {
+		if err := openLoop(*opaBin, o, *cpuprofile, *profileRate, *profileDuration, *policyWorkers); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -137,7 +138,7 @@ func bench(opaBin string, duration, warmup time.Duration, concurrencies string, 
 
 // openLoop runs the open-loop sweep (when it has rates) and the profiled point (when profile is
 // set) instead of the closed-loop tables.
-func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64, policyWorkers int) error {
+func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64, profileDuration time.Duration, policyWorkers int) error {
 	ws, done, err := newWorkspace(policyWorkers)
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64
 		}
 	}
 	if profile != "" {
-		return ws.profilePoint(profile, profileRate, 2*time.Second, 10*time.Second)
+		return ws.profilePoint(profile, profileRate, 2*time.Second, profileDuration)
 	}
 	return nil
 }
