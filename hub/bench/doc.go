@@ -1,5 +1,8 @@
 // Package bench measures propagation on one hub apiserver against a plain client-go create loop
 // at the same QPS and burst, and against the apiserver's unthrottled ceiling; the figures and the
-// commands live in hub/BENCHMARKS.md. The hub runs as a child process (this test binary again) so
-// its peak RSS is its own.
+// commands live in hub/BENCHMARKS.md and docs/benchmarks.md. The hub runs as a child process (this
+// test binary again) so its peak RSS is its own. BenchmarkPropagation rolls out with strategy All
+// or, with REGENT_BENCH_STRATEGY=ProgressivePerGroup, over decision groups answered by simulated
+// spokes; REGENT_BENCH_EDIT=1 then edits one root on the settled fleet and times it to every
+// replica, counting the hub's requests per changed replica.
 package bench

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -57,9 +58,23 @@ func envInt(name string, def int) int {
 // BenchmarkPropagation: 1,000 clusters, 10 root policies, strategy All. Reports seconds until all
 // replicas exist and requests for the hub, for a plain client-go loop creating the same objects
 // at the same QPS/burst, and for an unthrottled 16-worker loop (the apiserver's ceiling).
+//
+// REGENT_BENCH_STRATEGY=ProgressivePerGroup rolls the roots out over decision groups of 100
+// clusters instead, with simulated spokes answering Compliant (see spokes), and also reports the
+// seconds until every root's rollout succeeded. REGENT_BENCH_EDIT=1 edits one root once the fleet
+// settled and reports the seconds until every replica carries the edit (and, progressive, until
+// its rollout succeeded again) and the hub's requests per changed replica.
 func BenchmarkPropagation(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
 	clusters, roots := envInt("REGENT_BENCH_CLUSTERS", 1000), envInt("REGENT_BENCH_ROOTS", 10)
+	strategy := clusterv1alpha1.RolloutType(os.Getenv("REGENT_BENCH_STRATEGY"))
+	switch strategy {
+	case "":
+		strategy = clusterv1alpha1.All
+	case clusterv1alpha1.All, clusterv1alpha1.ProgressivePerGroup:
+	default:
+		b.Fatalf("REGENT_BENCH_STRATEGY=%s: the bench runs All or ProgressivePerGroup", strategy)
+	}
 	qps, burst := envInt("REGENT_BENCH_QPS", hub.DefaultQPS), envInt("REGENT_BENCH_BURST", hub.DefaultBurst)
 	h := fleettest.Hub(b)
 	ctx := context.Background()
@@ -74,13 +89,24 @@ func BenchmarkPropagation(b *testing.B) {
 
 	for i := 0; i < b.N; i++ {
 		// The hub first: the peers' objects would look like roots to it.
-		run := runHub(b, ctx, c, h.Kubeconfig, names, roots, qps, burst, fmt.Sprintf("run%d", i))
+		run := runHub(b, ctx, c, h.Kubeconfig, names, roots, qps, burst, fmt.Sprintf("run%d", i), strategy)
 		hubSecs := run.secs
 		b.ReportMetric(hubSecs, "hub-s")
 		b.ReportMetric(float64(want)/hubSecs, "hub-replicas/s")
 		b.ReportMetric(run.requests/float64(want), "hub-requests/replica")
 		b.ReportMetric(run.writes/float64(want), "hub-writes/replica")
 		b.ReportMetric(run.rss/(1<<20), "hub-peak-rss-MiB")
+		if run.rolloutSecs > 0 {
+			b.ReportMetric(run.rolloutSecs, "rollout-s")
+		}
+		if run.edited {
+			b.ReportMetric(run.editSecs, "edit-s")
+			b.ReportMetric(run.editRequests/float64(clusters), "edit-requests/changed-replica")
+			b.ReportMetric(run.editWrites/float64(clusters), "edit-writes/changed-replica")
+			if run.editRolloutSecs > 0 {
+				b.ReportMetric(run.editRolloutSecs, "edit-rollout-s")
+			}
+		}
 		if run.idleSecs > 0 {
 			b.ReportMetric(run.idleWrites, "idle-writes")
 			b.ReportMetric(run.idleCPU, "idle-cpu-s")
@@ -112,6 +138,11 @@ func BenchmarkPropagation(b *testing.B) {
 // hubRun is what one run of the hub measured.
 type hubRun struct {
 	secs, requests, writes, rss float64
+	// rolloutSecs: until every root's progressive rollout succeeded (0 for strategy All).
+	rolloutSecs float64
+	// edit*: one root edited on the settled fleet (REGENT_BENCH_EDIT=1).
+	edited                                              bool
+	editSecs, editRolloutSecs, editRequests, editWrites float64
 	// idle*: the hub left alone once settled, for REGENT_BENCH_IDLE_SECONDS.
 	idleSecs, idleWrites, idleCPU float64
 	// restart*: a second hub process started on the settled fleet (REGENT_BENCH_RESTART=1), until
@@ -170,13 +201,18 @@ func createLoop(b *testing.B, ctx context.Context, cfg *rest.Config, clusters []
 
 // runHub starts the hub as a child process, creates the roots, bindings and decisions, and
 // returns the seconds until every replica exists, the hub's requests and writes, and its peak RSS.
-func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig string, clusters []string, roots, qps, burst int, ns string) (run hubRun) {
+func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig string, clusters []string, roots, qps, burst int, ns string, strategy clusterv1alpha1.RolloutType) (run hubRun) {
+	progressive := strategy == clusterv1alpha1.ProgressivePerGroup
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i*100 < len(clusters); i++ {
+		group := "0"
+		if progressive { // a decision group per 100 clusters
+			group = strconv.Itoa(i)
+		}
 		d := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pl-decision-%d", i), Namespace: ns,
-			Labels: map[string]string{clusterv1beta1.PlacementLabel: "pl", clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
+			Labels: map[string]string{clusterv1beta1.PlacementLabel: "pl", clusterv1beta1.DecisionGroupIndexLabel: group}}}
 		if err := c.Create(ctx, d); err != nil {
 			b.Fatal(err)
 		}
@@ -200,15 +236,32 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	before := scrape(metricsAddr, "rest_client_requests_total")
 
+	if progressive {
+		spokeCtx, stopSpokes := context.WithCancel(ctx)
+		defer stopSpokes()
+		go spokes(spokeCtx, ownConnection(b, kubeconfig), client.HasLabels{propagator.RootPolicyLabel})
+	}
+
 	prefix := ns + "."
 	began := time.Now()
 	for i := 0; i < roots; i++ {
-		if err := c.Create(ctx, policy(fmt.Sprintf("p%d", i), ns)); err != nil {
+		p := policy(fmt.Sprintf("p%d", i), ns)
+		if progressive {
+			p.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: strategy,
+				ProgressivePerGroup: &clusterv1alpha1.RolloutProgressivePerGroup{}}
+		}
+		if err := c.Create(ctx, p); err != nil {
 			b.Fatal(err)
 		}
 	}
 	waitForReplicas(b, ctx, c, prefix, len(clusters)*roots, began)
 	run.secs = time.Since(began).Seconds()
+	if progressive {
+		for i := 0; i < roots; i++ {
+			awaitRolledOut(b, ctx, c, ns, fmt.Sprintf("p%d", i), len(clusters), "")
+		}
+		run.rolloutSecs = time.Since(began).Seconds()
+	}
 	// Let the hub finish whatever follows the creations, then count its requests.
 	time.Sleep(3 * time.Second)
 	awaitQuiet(metricsAddr, roots)
@@ -224,6 +277,11 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 		run.idleWrites = scrapeWrites(metricsAddr) - w0
 		run.idleCPU = cpuSeconds(child.Process.Pid) - cpu0
 		logRequests(b, "idle hub", metricsAddr)
+	}
+	if os.Getenv("REGENT_BENCH_EDIT") == "1" {
+		run.edited = true
+		run.editSecs, run.editRolloutSecs, run.editRequests, run.editWrites = editRoot(b, ctx, c, ns, "p0", len(clusters), metricsAddr, progressive)
+		logRequests(b, "hub after the edit", metricsAddr)
 	}
 	_ = child.Process.Signal(syscall.SIGTERM)
 	_ = child.Wait()
@@ -353,6 +411,25 @@ func waitForReplicas(b *testing.B, ctx context.Context, c client.WithWatch, pref
 		}
 		w.Stop()
 	}
+}
+
+// ownConnection is an unthrottled client on a connection of its own: the simulated spokes' 16
+// writers and their watch then share no HTTP/2 connection with the bench's own watches and polls
+// (real spokes each have theirs), so neither can hold the other's requests up.
+func ownConnection(b *testing.B, kubeconfig string) client.WithWatch {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	// A Dial function makes client-go build a transport for this config alone instead of
+	// reusing the cached one of an equal config.
+	cfg.Dial = (&net.Dialer{}).DialContext
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 func parallel(workers, n int, fn func(int) error) {

@@ -64,7 +64,7 @@ func BenchmarkRolloutPerGroup(b *testing.B) {
 		}
 		stopHub := startHubProcess(b, h.Kubeconfig)
 		spokeCtx, stopSpokes := context.WithCancel(ctx)
-		go spokes(spokeCtx, c, ns+".p")
+		go spokes(spokeCtx, c, client.MatchingLabels{propagator.RootPolicyLabel: ns + ".p"})
 
 		root := policy("p", ns)
 		root.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.ProgressivePerGroup,
@@ -106,9 +106,9 @@ func startHubProcess(b *testing.B, kubeconfig string) func() {
 	return func() { _ = child.Process.Signal(syscall.SIGTERM); _ = child.Wait() }
 }
 
-// spokes plays every managed cluster: an enforced replica not yet evaluated at its generation is
-// reported Compliant at once.
-func spokes(ctx context.Context, c client.WithWatch, root string) {
+// spokes plays every managed cluster: an enforced replica (of those replicas selects) not yet
+// evaluated at its generation is reported Compliant at once.
+func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption) {
 	work := make(chan *policyv1.Policy, 1024)
 	for w := 0; w < 16; w++ {
 		go func() {
@@ -122,7 +122,7 @@ func spokes(ctx context.Context, c client.WithWatch, root string) {
 	for ctx.Err() == nil {
 		// A watch the apiserver ended may have missed events: answer what the list shows first.
 		list := &policyv1.PolicyList{}
-		if err := c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: root}); err != nil {
+		if err := c.List(ctx, list, replicas); err != nil {
 			return
 		}
 		for i := range list.Items {
@@ -130,7 +130,7 @@ func spokes(ctx context.Context, c client.WithWatch, root string) {
 				work <- p
 			}
 		}
-		w, err := c.Watch(ctx, &policyv1.PolicyList{}, client.MatchingLabels{propagator.RootPolicyLabel: root},
+		w, err := c.Watch(ctx, &policyv1.PolicyList{}, replicas,
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 		if err != nil {
 			return

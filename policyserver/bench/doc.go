@@ -5,6 +5,15 @@
 //
 //	go run ./policyserver/bench -opa /path/to/opa -duration 10s
 //
+// With -sweep it runs instead an open loop (package loadgen) at fixed rates over Regent's Rego
+// path, a native waPC policy and OPA's server on the same Rego, in one run, rotating the order at
+// each rate, and gives each server's knee: the highest rate up to which every answer was correct
+// with p99 within a bound. -cpuprofile then profiles Regent's server at one rate.
+//
+//	go run ./policyserver/bench -opa "$(bash hack/testbin.sh --print-dir)/opa" \
+//		-sweep 500:3000:250 -p99-bound 10ms,50ms -duration 8s -warmup 2s \
+//		-cpuprofile /tmp/rego.pprof -profile-rate 1000
+//
 // The policy server under test runs in a child process (this binary, "serve") so that its
 // memory and CPU are its own.
 package main

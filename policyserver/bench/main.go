@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +34,38 @@ func main() {
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured time before each run")
 	concurrencies := flag.String("c", "1,16", "concurrencies (connections) to measure")
 	policyWorkers := flag.Int("policy-workers", 0, "the policy server's --policy-workers (0: its default, workers-1)")
+	sweep := flag.String("sweep", "", "open-loop rates, from:to:step (500:3000:250) or a list; set, the bench runs only the sweep (and -cpuprofile)")
+	bounds := flag.String("p99-bound", "10ms,50ms", "the sweep's latency bounds, ascending: a rate passes one with p99 at most it and every answer correct; a knee is given for each")
+	stopAfter := flag.Int("stop-after-fails", 2, "the sweep drives a server no higher after this many failing rates in a row")
+	cpuprofile := flag.String("cpuprofile", "", "profile the policy server (Rego path) at -profile-rate into this file; with -sweep, after it")
+	profileRate := flag.Float64("profile-rate", 1000, "open-loop rate of the -cpuprofile run")
+	profileDuration := flag.Duration("profile-duration", 30*time.Second, "measured time of the -cpuprofile run (a profile samples every 10 ms of CPU: a longer run, more samples)")
 	flag.Parse()
+	if *sweep != "" || *cpuprofile != "" {
+		var o sweepOptions
+		if *sweep != "" {
+			rates, err := parseRates(*sweep)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(2)
+			}
+			o = sweepOptions{rates: rates, warmup: *warmup, duration: *duration, stopAfter: *stopAfter}
+			for _, b := range strings.Split(*bounds, ",") {
+				d, err := time.ParseDuration(b)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "bench: -p99-bound:", err)
+					os.Exit(2)
+				}
+				o.bounds = append(o.bounds, d)
+			}
+			slices.Sort(o.bounds)
+		}
+		if err := openLoop(*opaBin, o, *cpuprofile, *profileRate, *profileDuration, *policyWorkers); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := bench(*opaBin, *duration, *warmup, *concurrencies, *policyWorkers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -49,10 +82,22 @@ func serve(args []string) error {
 	fs.StringVar(&o.PoliciesFile, "policies", "", "policies file")
 	fs.StringVar(&o.CacheDir, "cache", "", "compilation cache directory")
 	fs.IntVar(&o.PolicyWorkers, "policy-workers", 0, "evaluations of one policy at once")
+	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile, from start to SIGTERM, to this file")
 	_ = fs.Parse(args)
 	o.ReloadInterval = -1
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return policyserver.Run(ctx, o)
 }
 
@@ -67,18 +112,11 @@ type workspace struct {
 }
 
 func bench(opaBin string, duration, warmup time.Duration, concurrencies string, policyWorkers int) error {
-	dir, err := os.MkdirTemp("", "regent-bench-")
+	ws, done, err := newWorkspace(policyWorkers)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	ws := workspace{dir: dir, cache: filepath.Join(dir, "cache"), policyWorkers: policyWorkers}
-	if ws.certs, err = selfsigned.Write(dir, "127.0.0.1"); err != nil {
-		return err
-	}
-	if err := ws.writeModules(); err != nil {
-		return err
-	}
+	defer done()
 	var cs []int
 	for _, s := range strings.Split(concurrencies, ",") {
 		c, err := strconv.Atoi(s)
@@ -96,6 +134,46 @@ func bench(opaBin string, duration, warmup time.Duration, concurrencies string, 
 		return err
 	}
 	return ws.loadTable(opaBin, cs, warmup, duration)
+}
+
+// openLoop runs the open-loop sweep (when it has rates) and the profiled point (when profile is
+// set) instead of the closed-loop tables.
+func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64, profileDuration time.Duration, policyWorkers int) error {
+	ws, done, err := newWorkspace(policyWorkers)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fmt.Printf("# Policy server: open-loop sweep\n\n%s\n\n", machine())
+	if len(o.rates) > 0 {
+		if err := ws.sweepTable(opaBin, o); err != nil {
+			return err
+		}
+	}
+	if profile != "" {
+		return ws.profilePoint(profile, profileRate, 2*time.Second, profileDuration)
+	}
+	return nil
+}
+
+// newWorkspace writes the modules and certificates of a run into a temporary folder, removed by
+// the returned func.
+func newWorkspace(policyWorkers int) (workspace, func(), error) {
+	dir, err := os.MkdirTemp("", "regent-bench-")
+	if err != nil {
+		return workspace{}, nil, err
+	}
+	done := func() { os.RemoveAll(dir) }
+	ws := workspace{dir: dir, cache: filepath.Join(dir, "cache"), policyWorkers: policyWorkers}
+	if ws.certs, err = selfsigned.Write(dir, "127.0.0.1"); err != nil {
+		done()
+		return ws, nil, err
+	}
+	if err := ws.writeModules(); err != nil {
+		done()
+		return ws, nil, err
+	}
+	return ws, done, nil
 }
 
 // The policies under test: one per runtime, all admitting the same two-container pod, so every
@@ -180,7 +258,7 @@ type process struct {
 	stop func() error
 }
 
-func (ws workspace) startRegent(config string) (*process, error) {
+func (ws workspace) startRegent(config string, extra ...string) (*process, error) {
 	policies := filepath.Join(ws.dir, fmt.Sprintf("policies-%d.yml", time.Now().UnixNano()))
 	if err := os.WriteFile(policies, []byte(config), 0o644); err != nil {
 		return nil, err
@@ -193,8 +271,9 @@ func (ws workspace) startRegent(config string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startProcess(ws.certs.CAPEM, addr, "/readyz", self, "serve", "-addr", addr, "-cert", ws.certs.CertFile,
-		"-key", ws.certs.KeyFile, "-policies", policies, "-cache", ws.cache, "-policy-workers", strconv.Itoa(ws.policyWorkers))
+	args := append([]string{"serve", "-addr", addr, "-cert", ws.certs.CertFile, "-key", ws.certs.KeyFile,
+		"-policies", policies, "-cache", ws.cache, "-policy-workers", strconv.Itoa(ws.policyWorkers)}, extra...)
+	return startProcess(ws.certs.CAPEM, addr, "/readyz", self, args...)
 }
 
 func (ws workspace) startOPA(bin string) (*process, error) {
@@ -214,6 +293,15 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// loadAverage is the machine's one-minute load average now.
+func loadAverage() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(load)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func machine() string {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"regent.dev/regent/loadgen"
 )
 
 // readyBalancer stands in for the webhook's Service: it sends each admission to the next replica
@@ -94,9 +96,9 @@ func (b *readyBalancer) post(path string, body []byte) (status int, answer []byt
 	return 0, nil, false, errors.New("no ready replica")
 }
 
-// admissionLoad is an open-loop generator at a fixed rate: it sends what the apiserver would
-// for pod creations, alternately privileged and plain, to the URL the webhook holds at that
-// moment, and checks each answer against the generation that URL names.
+// admissionLoad sends, at a fixed rate through loadgen's open loop, what the apiserver would for
+// pod creations, alternately privileged and plain, to the URL the webhook holds at that moment,
+// and checks each answer against the generation that URL names.
 type admissionLoad struct {
 	lb      *readyBalancer
 	webhook func() string // the webhook's current URL path
@@ -110,39 +112,34 @@ type admissionLoad struct {
 	cut      int            // in flight on a killed replica, answered right on the retry
 	failed   []string       // no answer, or a wrong one
 	served   map[int64]bool // generations seen answering a privileged pod with their own message
-	inflight sync.WaitGroup
 }
 
+// run sends until ctx ends, then waits for the admissions in flight.
 func (l *admissionLoad) run(ctx context.Context) {
-	tick := time.NewTicker(time.Second / time.Duration(l.rate))
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			l.inflight.Wait()
-			return
-		case <-tick.C:
-		}
+	r := loadgen.OpenLoop{Rate: float64(l.rate)}.Run(ctx, func(_ context.Context, seq int) (loadgen.Outcome, error) {
 		path := l.webhook()
 		if path == "" {
-			continue
+			return loadgen.Skipped, nil // no webhook configured yet: the apiserver would call none
 		}
-		l.inflight.Add(1)
-		go func() {
-			defer l.inflight.Done()
-			l.admit(path, i%2 == 0, i)
-		}()
+		if !l.admit(path, seq%2 == 0, seq) {
+			return loadgen.Failed, errors.New("failed admission (recorded in failed)")
+		}
+		return loadgen.Correct, nil
+	})
+	if r.Overflow > 0 {
+		l.fail(fmt.Sprintf("%d admissions due while %d were in flight were never sent", r.Overflow, loadgen.DefaultMaxInFlight))
 	}
 }
 
 // admit sends one review. A request cut in flight by a kill is sent once more: kube-apiserver
 // would not replay a POST itself, it would apply failurePolicy (Fail: the write is refused with
 // "failed calling webhook" and its client retries), so those are counted apart and reported.
-func (l *admissionLoad) admit(path string, privileged bool, n int) {
+// It reports whether the answer was right.
+func (l *admissionLoad) admit(path string, privileged bool, n int) bool {
 	gen, err := strconv.ParseInt(path[strings.LastIndex(path, "/")+1:], 10, 64)
 	if err != nil {
 		l.fail(fmt.Sprintf("webhook path %q names no generation", path))
-		return
+		return false
 	}
 	uid := fmt.Sprintf("req-%d", n)
 	body := reviewOf(uid, privileged)
@@ -158,11 +155,11 @@ func (l *admissionLoad) admit(path string, privileged bool, n int) {
 	}
 	if err != nil {
 		l.fail(fmt.Sprintf("%s (privileged=%v): no answer: %v", path, privileged, err))
-		return
+		return false
 	}
 	if why := wrongAnswer(status, answer, uid, privileged, l.denial(gen)); why != "" {
 		l.fail(fmt.Sprintf("%s (privileged=%v): %s", path, privileged, why))
-		return
+		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -170,6 +167,7 @@ func (l *admissionLoad) admit(path string, privileged bool, n int) {
 	if privileged {
 		l.served[gen] = true
 	}
+	return true
 }
 
 func (l *admissionLoad) fail(why string) {

@@ -1,7 +1,3 @@
-// Package loadgen drives an HTTPS endpoint in a closed loop for Regent's benchmark commands (the
-// policy server against OPA's server, the placement API against `opa run --server`): each worker
-// has its own keep-alive connection, like wrk's connections, and sends its next request when the
-// last one is answered.
 package loadgen
 
 import (
@@ -35,7 +31,8 @@ type Result struct {
 // Rate is the answered requests per second.
 func (r Result) Rate() float64 { return float64(r.Requests) / r.Elapsed.Seconds() }
 
-// Run loads t from concurrency workers for warmup+duration, measuring only after the warmup;
+// Run is the closed loop: each worker has its own keep-alive connection, like wrk's connections,
+// and sends its next request when the last one is answered. It loads t from concurrency workers for warmup+duration, measuring only after the warmup;
 // caPEM verifies the server. The error is the first failure seen, also when some requests
 // succeeded; with none it says so.
 func Run(t Target, caPEM []byte, concurrency int, warmup, duration time.Duration) (Result, error) {

@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/hub/propagator"
+)
+
+// editMarker is what editRoot writes into the root's template; a replica carries the edit once its
+// template holds it.
+const editMarker = "prod-edited"
+
+// editRoot edits root's template on a settled fleet and returns the seconds until every one of
+// its clusters' replicas carries the edit, the seconds until its rollout succeeded again
+// (progressive only, else 0), and the hub's requests and writes meanwhile, counted once it is
+// quiet again.
+func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name string, clusters int, metricsAddr string, progressive bool) (secs, rolloutSecs, requests, writes float64) {
+	selector := client.MatchingLabels{propagator.RootPolicyLabel: ns + "." + name}
+	list := &policyv1.PolicyList{}
+	if err := c.List(ctx, list, selector); err != nil {
+		b.Fatal(err)
+	}
+	if len(list.Items) != clusters {
+		b.Fatalf("%d replicas of %s/%s before the edit, want %d", len(list.Items), ns, name, clusters)
+	}
+	r0, w0 := scrape(metricsAddr, "rest_client_requests_total"), scrapeWrites(metricsAddr)
+	root := &policyv1.Policy{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, root); err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	fleettest.Edit(b, c, root, func(p *policyv1.Policy) {
+		raw := string(p.Spec.PolicyTemplates[0].ObjectDefinition.Raw)
+		p.Spec.PolicyTemplates[0].ObjectDefinition.Raw = []byte(strings.Replace(raw, `"name":"prod"`, `"name":"`+editMarker+`"`, 1))
+	})
+
+	// Watched from before the edit, so no replica's change is missed.
+	carries := map[string]bool{}
+	rv := list.ResourceVersion
+	for len(carries) < clusters {
+		w, err := c.Watch(ctx, &policyv1.PolicyList{}, selector, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*policyv1.Policy)
+			if !ok {
+				continue
+			}
+			rv = p.ResourceVersion
+			if hasEdit(p) {
+				carries[p.Namespace] = true
+				if len(carries) == clusters {
+					break
+				}
+			}
+		}
+		w.Stop()
+	}
+	secs = time.Since(began).Seconds()
+	if progressive {
+		awaitRolledOut(b, ctx, c, ns, name, clusters, editMarker)
+		rolloutSecs = time.Since(began).Seconds()
+	}
+	awaitQuiet(metricsAddr, 0)
+	return secs, rolloutSecs, scrape(metricsAddr, "rest_client_requests_total") - r0, scrapeWrites(metricsAddr) - w0
+}
+
+func hasEdit(p *policyv1.Policy) bool {
+	return len(p.Spec.PolicyTemplates) > 0 && strings.Contains(string(p.Spec.PolicyTemplates[0].ObjectDefinition.Raw), editMarker)
+}
+
+// awaitRolledOut waits until root's rollout succeeded on all its clusters: the root says so, and
+// every replica (carrying marker, when set) is enforced and was evaluated at its generation. The
+// replicas' state rules out a Succeeded the root still showed from before an edit.
+func awaitRolledOut(b *testing.B, ctx context.Context, c client.Client, ns, name string, clusters int, marker string) {
+	for {
+		root := &policyv1.Policy{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, root); err != nil {
+			b.Fatal(err)
+		}
+		if root.Status.RolloutStatus == policyv1.RolloutSucceeded && len(root.Status.Status) == clusters {
+			list := &policyv1.PolicyList{}
+			if err := c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: ns + "." + name}); err != nil {
+				b.Fatal(err)
+			}
+			done := len(list.Items) == clusters
+			for i := range list.Items {
+				p := &list.Items[i]
+				if p.Spec.RemediationAction != policyv1.Enforce || p.Status.LastEvaluatedGeneration != p.Generation || (marker != "" && !hasEdit(p)) {
+					done = false
+					break
+				}
+			}
+			if done {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
