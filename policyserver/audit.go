@@ -27,10 +27,11 @@ func (s *Server) Audit(ctx context.Context, policy string, generation int64, req
 		return nil, "", fmt.Errorf("%w: %s generation %d", ErrNotLoaded, policy, generation)
 	}
 	defer release()
-	if !p.limiter.enter(ctx) {
+	leave, ok := p.limiter.enter(ctx)
+	if !ok {
 		return nil, "", fmt.Errorf("%w: policy %s saturated", ErrBusy, policy)
 	}
-	defer p.limiter.leave()
+	defer leave()
 	if !s.enterWorker(ctx) {
 		return nil, "", fmt.Errorf("%w: too many requests waiting", ErrBusy)
 	}

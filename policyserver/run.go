@@ -37,10 +37,13 @@ type Options struct {
 	// waiting for a worker (default 64 per worker) before the server answers 429.
 	Workers, MaxQueue int
 	// PolicyWorkers bounds the workers one policy holds at once (default Workers-1, at least 1),
-	// so a slow policy always leaves the others a worker; PolicyQueue bounds the requests of
-	// one policy waiting behind those (default 16 per worker), beyond which its requests are
-	// answered 429 at once.
+	// so a slow policy always leaves the others a worker. Requests of one policy wait behind
+	// those while both PolicyQueue (how many wait, default 1024 per worker) and PolicyQueueWait
+	// (how long the one at the back is expected to wait, from the policy's recent evaluation
+	// times; default 1s, well within a webhook's timeout; negative: no time bound) allow; beyond
+	// either its requests are answered 429 at once.
 	PolicyWorkers, PolicyQueue int
+	PolicyQueueWait            time.Duration
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
 	// AdmissionReports, when set, makes the answers of monitor-mode policies and of protect-mode
@@ -72,7 +75,10 @@ func (o Options) withDefaults() Options {
 		o.PolicyWorkers = max(1, o.Workers-1)
 	}
 	if o.PolicyQueue <= 0 {
-		o.PolicyQueue = 16 * o.Workers
+		o.PolicyQueue = 1024 * o.Workers
+	}
+	if o.PolicyQueueWait == 0 {
+		o.PolicyQueueWait = time.Second
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -97,7 +103,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue}, opts.Logger)
+	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue, opts.PolicyQueueWait}, opts.Logger)
 	s.replicator, _ = opts.Host.(InventoryReplicator)
 	if err := startAdmissionReports(ctx, opts.AdmissionReports, m, s); err != nil {
 		_ = e.Close(ctx)

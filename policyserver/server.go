@@ -56,8 +56,10 @@ type Server struct {
 	workers  chan struct{}
 	waiting  atomic.Int64
 	maxQueue int64
-	// policyWorkers and policyQueue size each loaded policy's share (see policyLimiter).
+	// policyWorkers, policyQueue and policyWait size each loaded policy's share (see
+	// policyLimiter).
 	policyWorkers, policyQueue int
+	policyWait                 time.Duration
 
 	ready atomic.Bool
 
@@ -85,6 +87,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // concurrency sizes the server's workers and queue and each policy's share of them.
 type concurrency struct {
 	workers, maxQueue, policyWorkers, policyQueue int
+	policyWait                                    time.Duration
 }
 
 func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Server {
@@ -97,6 +100,7 @@ func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Se
 		maxQueue:      int64(c.maxQueue),
 		policyWorkers: c.policyWorkers,
 		policyQueue:   c.policyQueue,
+		policyWait:    c.policyWait,
 		generations:   map[string]int64{},
 	}
 	mux := http.NewServeMux()
@@ -146,13 +150,13 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 		defer release()
 		// The policy's share first, then a worker: a request waiting for either holds only its
 		// headers, never its body (up to maxReviewBytes each).
-		if !p.limiter.enter(r.Context()) {
+		leave, ok := p.limiter.enter(r.Context())
+		if !ok {
 			s.metrics.rejected.WithLabelValues("policy_saturated").Inc()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("policy %s is saturated: %d evaluations running or waiting, its share of the server", key.Name, p.limiter.max), http.StatusTooManyRequests)
+			http.Error(w, fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait), http.StatusTooManyRequests)
 			return
 		}
-		leave := sync.OnceFunc(p.limiter.leave)
 		defer leave()
 		if !s.enterWorker(r.Context()) {
 			s.metrics.rejected.WithLabelValues("overloaded").Inc()
