@@ -27,15 +27,16 @@ func TestScan_SeverityAndCategoryAnnotationsClassifyTheResultsAndAChangeRedoesTh
 	createConfigMap(t, e.c, ns, "good", map[string]string{"team": "a"})
 	ref := e.cluster("require-team")
 	spec := configMapPolicy("team", e.ns)
-	spec.PolicyServer = e.ns
+	spec.Mode = kubewardenv1.ModeProtect
 	pol := &kubewardenv1.ClusterAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Annotations: map[string]string{
 		kubewardenv1.AnnotationSeverity: "high", kubewardenv1.AnnotationCategory: "Resource validation"}},
 		Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: spec}}
+	pol.Spec.PolicyServer = e.ns
 	if err := e.c.Create(ctx(t), pol); err != nil {
 		t.Fatal(err)
 	}
 	e.start(t, 0)
-	e.publish(t, ref, 1, configMapPolicy("team", e.ns))
+	e.publish(t, ref, 1, spec)
 
 	classified := func(c reports.Classification) {
 		t.Helper()
@@ -97,16 +98,14 @@ func TestScan_MonitorModeResultsAreInfo(t *testing.T) {
 	ns := createNamespace(t, e.c, "app", map[string]string{"scope": e.ns})
 	createConfigMap(t, e.c, ns, "bad", nil)
 	ref := e.cluster("watch-team")
-	spec := configMapPolicy("team", e.ns)
-	spec.PolicyServer, spec.Mode = e.ns, kubewardenv1.ModeMonitor
+	spec := configMapPolicy("team", e.ns) // monitor mode
 	pol := &kubewardenv1.ClusterAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Annotations: map[string]string{
 		kubewardenv1.AnnotationSeverity: "critical"}}, Spec: kubewardenv1.ClusterAdmissionPolicySpec{PolicySpec: spec}}
+	pol.Spec.PolicyServer = e.ns
 	if err := e.c.Create(ctx(t), pol); err != nil {
 		t.Fatal(err)
 	}
 	e.start(t, 0)
-	monitor := configMapPolicy("team", e.ns)
-	monitor.Mode = kubewardenv1.ModeMonitor
-	e.publish(t, ref, 1, monitor)
+	e.publish(t, ref, 1, spec)
 	e.reportsAre(t, ns, "bad: watch-team=fail@"+reports.Classification{Severity: "info"}.Version("1"))
 }
