@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
@@ -48,7 +50,14 @@ func withReportSources(ctx context.Context, o *admission.Options, cfg *rest.Conf
 // policyAnnotations reads the annotations of the cluster's policies from metadata informers.
 type policyAnnotations struct {
 	byKind map[string]toolscache.SharedIndexInformer
+	// firstSync makes the first lookup wait a bounded time for the informers' list, so answers
+	// given as the replica starts are classified too; later lookups never wait.
+	firstSync sync.Once
 }
+
+// firstSyncWait bounds that wait: where the policies cannot be listed (a policy server whose
+// RBAC predates the policy read rule), reports go unclassified rather than late.
+const firstSyncWait = 10 * time.Second
 
 func startPolicyAnnotations(ctx context.Context, meta metadata.Interface) *policyAnnotations {
 	factory := metadatainformer.NewSharedInformerFactory(meta, 0)
@@ -65,10 +74,20 @@ func startPolicyAnnotations(ctx context.Context, meta metadata.Interface) *polic
 	return p
 }
 
-// lookup is admission.Options.Annotations. Until the informers have listed the policies (the
-// replica's first seconds) it knows none: the background scan, or the resource's next admission,
-// classifies those results later.
+// lookup is admission.Options.Annotations. If the informers could not list the policies within
+// firstSyncWait it knows none: the background scan, or the resource's next admission, classifies
+// those results later.
 func (p *policyAnnotations) lookup(ref reports.PolicyRef, namespace string) map[string]string {
+	p.firstSync.Do(func() {
+		stop := make(chan struct{})
+		t := time.AfterFunc(firstSyncWait, func() { close(stop) })
+		defer t.Stop()
+		synced := make([]toolscache.InformerSynced, 0, len(p.byKind))
+		for _, inf := range p.byKind {
+			synced = append(synced, inf.HasSynced)
+		}
+		toolscache.WaitForCacheSync(stop, synced...)
+	})
 	pr := kubewardenv1.ReportedReference(ref.Name, ref.Scope == reportsv1alpha1.PolicyScopeNamespaced, namespace)
 	inf := p.byKind[pr.Kind]
 	if inf == nil || !inf.HasSynced() {
