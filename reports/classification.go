@@ -3,6 +3,7 @@ package reports
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -51,14 +52,25 @@ func (c Classification) Stamp(r *openreportsv1alpha1.ReportResult) {
 	r.Severity, r.Category = c.Severity, c.Category
 }
 
-// Version is the version a report records for results of a policy at generation classified c.
-// Annotations change no generation, so the classification is part of the version: when a
-// policy's severity or category changes, every report holding its results is stale and is
-// redone. An unclassified policy's version is its generation alone.
-func (c Classification) Version(generation string) string {
-	if c == (Classification{}) {
+// Version is the version a report records for results of a policy at generation whose
+// annotations are these. The annotations change no generation, so the classification ones are
+// part of the version: when a policy's severity or category annotation changes, every report
+// holding its results is stale and is redone. A policy without them is at its generation alone,
+// and so is what monitor mode makes info: the mode is part of the generation already.
+func Version(generation string, annotations map[string]string) string {
+	sev, hasSev := annotations[kubewardenv1.AnnotationSeverity]
+	cat, hasCat := annotations[kubewardenv1.AnnotationCategory]
+	if !hasSev && !hasCat {
 		return generation
 	}
-	sum := sha256.Sum256([]byte(string(c.Severity) + "\n" + c.Category))
+	// Quoted, so no value can pass for the other annotation.
+	key := ""
+	if hasSev {
+		key += "severity" + strconv.Quote(sev)
+	}
+	if hasCat {
+		key += "category" + strconv.Quote(cat)
+	}
+	sum := sha256.Sum256([]byte(key))
 	return generation + "-" + hex.EncodeToString(sum[:])[:10]
 }

@@ -40,25 +40,29 @@ func TestClassify_ReadsKubewardensAnnotationsAsItsAuditScannerDoes(t *testing.T)
 	}
 }
 
-func TestClassificationVersion_GenerationAloneUnlessClassifiedAndChangesWithEither(t *testing.T) {
-	if v := (Classification{}).Version("3"); v != "3" {
-		t.Errorf("unclassified version %q, want the generation alone: reports written before classification stay current", v)
-	}
-	seen := map[string]Classification{}
-	for _, c := range []Classification{{}, {Severity: "high"}, {Severity: "low"}, {Category: "high"}, {Severity: "high", Category: "a"}, {Severity: "high", Category: "b"}} {
-		v := c.Version("3")
-		if other, dup := seen[v]; dup {
-			t.Errorf("%+v and %+v share version %q: a changed annotation would not mark reports stale", c, other, v)
+func TestVersion_GenerationAloneWithoutTheAnnotationsAndChangesWithEither(t *testing.T) {
+	const sev, cat = "io.kubewarden.policy.severity", "io.kubewarden.policy.category"
+	for _, a := range []map[string]string{nil, {"other": "x"}} {
+		if v := Version("3", a); v != "3" {
+			t.Errorf("Version(3, %v) = %q, want the generation alone: reports written before classification stay current", a, v)
 		}
-		seen[v] = c
+	}
+	seen := map[string]map[string]string{}
+	for _, a := range []map[string]string{nil, {sev: "high"}, {sev: "low"}, {cat: "high"}, {sev: ""}, {cat: ""},
+		{sev: "high", cat: "a"}, {sev: "high", cat: "b"}, {sev: "high\ncategory=b"}} {
+		v := Version("3", a)
+		if other, dup := seen[v]; dup {
+			t.Errorf("%v and %v share version %q: a changed annotation would not mark reports stale", a, other, v)
+		}
+		seen[v] = a
 		if reportsv1alpha1.LabelSafe(v) != v {
 			t.Errorf("version %q is not a label value as is", v)
 		}
-		if again := c.Version("3"); again != v {
-			t.Errorf("version of %+v not stable: %q then %q", c, v, again)
+		if again := Version("3", a); again != v {
+			t.Errorf("version of %v not stable: %q then %q", a, v, again)
 		}
 	}
-	if (Classification{Severity: "high"}).Version("3") == (Classification{Severity: "high"}).Version("4") {
+	if Version("3", map[string]string{sev: "high"}) == Version("4", map[string]string{sev: "high"}) {
 		t.Error("a new generation must give a new version")
 	}
 }

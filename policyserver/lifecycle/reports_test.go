@@ -124,7 +124,7 @@ func TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName(t
 		return err == nil, fmt.Sprintf("report of %s: %v", cm.UID, err)
 	})
 	class := reports.Classification{Severity: "info", Category: "Team rules"}
-	if got, want := report.Labels["pol.reports.regent.dev/"+policy], class.Version("3"); got != want {
+	if got, want := report.Labels["pol.reports.regent.dev/"+policy], reports.Version("3", pol.Annotations); got != want {
 		t.Errorf("policy label = %q, want %q: the served generation 3 and the classification (labels %v)", got, want, report.Labels)
 	}
 	if len(report.Spec.Results) != 1 || report.Spec.Results[0].Policy != policy || report.Spec.Results[0].Result != admission.Fail ||

@@ -67,14 +67,14 @@ func TestQueue_ResultsCarryThePolicysSeverityAndCategoryAtTheVersionTheyGive(t *
 	q.flush(t, 2)
 
 	want := map[string]reports.Classification{cap.Name: {Severity: "high", Category: "Pod Security"}, "local": {Category: "Team rules"}}
-	versions := map[string]string{cap.Name: "2", "local": "1"}
+	versions := map[string]string{cap.Name: reports.Version("2", cap.Annotations), "local": reports.Version("1", ap.Annotations)}
 	r := getReport(t, c, cm)
 	for _, res := range r.Spec.Results {
 		if w := want[res.Policy]; res.Severity != w.Severity || res.Category != w.Category {
 			t.Errorf("%s: severity %q category %q, want %+v", res.Policy, res.Severity, res.Category, w)
 		}
 		key, _ := reportsv1alpha1.PolicyLabelKey(reports.ScopeOf(&res), res.Policy)
-		if got, w := r.Labels[key], want[res.Policy].Version(versions[res.Policy]); got != w {
+		if got, w := r.Labels[key], versions[res.Policy]; got != w {
 			t.Errorf("%s: version label %q, want %q", res.Policy, got, w)
 		}
 	}
@@ -99,7 +99,7 @@ func TestQueue_ResultsCarryThePolicysSeverityAndCategoryAtTheVersionTheyGive(t *
 	q.flush(t, 3)
 	r = getReport(t, c, cm)
 	key, _ := reportsv1alpha1.PolicyLabelKey(reportsv1alpha1.PolicyScopeCluster, cap.Name)
-	if got, w := r.Labels[key], (reports.Classification{Severity: "low"}).Version("2"); got != w {
+	if got, w := r.Labels[key], reports.Version("2", cap.Annotations); got != w || w == versions[cap.Name] {
 		t.Errorf("after the annotation change: version label %q, want %q", got, w)
 	}
 	for _, res := range r.Spec.Results {

@@ -75,7 +75,7 @@ type Options struct {
 	// Annotations returns the annotations of the policy an answer is reported under (namespace
 	// is the resource's, which is a namespaced policy's own), nil when not known. The results are
 	// classified by them (reports.Classify: Kubewarden's severity and category) and recorded at
-	// the version that classification gives, the one the background scan computes too; with no
+	// the version they give (reports.Version), the one the background scan computes too; with no
 	// Annotations, only a monitor-mode policy's severity is known.
 	Annotations func(policy reports.PolicyRef, namespace string) map[string]string
 	// Registerer takes the queue's metrics (default: a registry of its own).
@@ -236,7 +236,7 @@ func (q *Queue) add(e Evaluation) {
 		annotations = q.opts.Annotations(e.Policy, res.Namespace)
 	}
 	class, _ := reports.Classify(annotations, e.Monitor)
-	r := policyResult{version: class.Version(e.Version), result: openreportsv1alpha1.ReportResult{
+	r := policyResult{version: reports.Version(e.Version, annotations), result: openreportsv1alpha1.ReportResult{
 		Source: ResultSource, Rule: e.Policy.Name, Result: e.Result, Description: e.Message, Scored: true,
 	}}
 	class.Stamp(&r.result)

@@ -26,7 +26,7 @@ func TestAggregator_ReportResultsKeepTheirSeverityAndCategory(t *testing.T) {
 		for _, cm := range []reports.Resource{resourceOf(a, "v1", "ConfigMap"), resourceOf(b, "v1", "ConfigMap")} {
 			r := openreportsv1alpha1.ReportResult{Rule: "check", Result: "fail", Description: "fail on " + cm.Name}
 			class.Stamp(&r)
-			set := []reports.PolicyResults{{Policy: pol, Version: class.Version("1"), Results: []openreportsv1alpha1.ReportResult{r}}}
+			set := []reports.PolicyResults{{Policy: pol, Version: "1-" + string(class.Severity), Results: []openreportsv1alpha1.ReportResult{r}}}
 			if _, err := reports.Apply(ctx(t), c, cm, reportsv1alpha1.SourceBackground, set, nil); err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestScan_SeverityAndCategoryAnnotationsClassifyTheResultsAndAChangeRedoesTh
 
 	classified := func(c reports.Classification) {
 		t.Helper()
-		v := c.Version("1")
+		v := reports.Version("1", pol.Annotations)
 		e.reportsAre(t, ns, "bad: require-team=fail@"+v, "good: require-team=pass@"+v)
 		var list reportsv1alpha1.ResourceReportList
 		if err := e.c.List(ctx(t), &list, client.InNamespace(ns)); err != nil {
@@ -107,5 +107,12 @@ func TestScan_MonitorModeResultsAreInfo(t *testing.T) {
 	}
 	e.start(t, 0)
 	e.publish(t, ref, 1, spec)
-	e.reportsAre(t, ns, "bad: watch-team=fail@"+reports.Classification{Severity: "info"}.Version("1"))
+	e.reportsAre(t, ns, "bad: watch-team=fail@"+reports.Version("1", pol.Annotations))
+	var rep reportsv1alpha1.ResourceReportList
+	if err := e.c.List(ctx(t), &rep, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) != 1 || len(rep.Items[0].Spec.Results) != 1 || rep.Items[0].Spec.Results[0].Severity != "info" {
+		t.Errorf("reports %+v, want one result of severity info", rep.Items)
+	}
 }

@@ -34,15 +34,22 @@ type policy struct {
 	// generation); invalidSeverity is its severity annotation when openreports does not know it.
 	class           reports.Classification
 	invalidSeverity string
+	// annotated is the version of the policy's results: its serving generation and its
+	// classification annotations, so a change of either makes them stale.
+	annotated string
 }
 
-// version is what the reports of the policy's results record: its serving generation and
-// classification, so a change of either makes them stale.
-func (p *policy) version() string { return p.class.Version(strconv.FormatInt(p.generation, 10)) }
+func (p *policy) version() string {
+	if p.annotated == "" {
+		return strconv.FormatInt(p.generation, 10)
+	}
+	return p.annotated
+}
 
-// classify sets the classification of p from its policy's annotations.
+// classify sets the classification of p and its version from its policy's annotations.
 func (p *policy) classify(annotations map[string]string) {
 	p.class, p.invalidSeverity = reports.Classify(annotations, p.spec.Mode == kubewardenv1.ModeMonitor)
+	p.annotated = reports.Version(strconv.FormatInt(p.generation, 10), annotations)
 }
 
 // scannedPolicies are the policies of revs the scan evaluates: enabled, serving (the generation
