@@ -34,7 +34,9 @@ func register(ctx context.Context, hub *rest.Config, c *Cluster) error {
 	if err := cl.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register %s: %w", c.Name, err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Name}}
+	// Labelled as OCM's registration labels the namespace it creates for an accepted cluster: the
+	// hub's admission policies recognise cluster namespaces by it.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: map[string]string{clusterv1.ClusterNameLabelKey: c.Name}}}
 	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", c.Name, err)
 	}

@@ -73,6 +73,6 @@ func (s *Server) reportAnswer(p *servedPolicy, key registry.Key, audit bool, req
 	}
 	s.reports.queue.Offer(admission.Evaluation{
 		Request: request, Policy: *p.report, Version: strconv.FormatInt(key.Generation, 10),
-		Result: result, Message: message,
+		Monitor: p.mode == ModeMonitor, Result: result, Message: message,
 	})
 }

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// SortResults orders results by policy, scope, rule, subject, outcome and message, so the same set
-// of results always serialises to the same bytes and an unchanged report is never rewritten.
+// SortResults orders results by policy, scope, rule, subject, outcome, message, source and
+// classification, so the same set of results always serialises to the same bytes and an
+// unchanged report is never rewritten.
 func SortResults(results []openreportsv1alpha1.ReportResult) {
 	slices.SortStableFunc(results, CompareResults)
 }
@@ -24,6 +25,8 @@ func CompareResults(a, b openreportsv1alpha1.ReportResult) int {
 		cmp.Compare(a.Result, b.Result),
 		cmp.Compare(a.Description, b.Description),
 		cmp.Compare(a.Source, b.Source),
+		cmp.Compare(a.Severity, b.Severity),
+		cmp.Compare(a.Category, b.Category),
 	)
 }
 

@@ -1,7 +1,8 @@
 // Package admission embeds the ValidatingAdmissionPolicies Regent installs on the hub with its
-// CRDs: checks OCM makes in its propagator's webhook that a CRD's own validation rules cannot
-// express, because they read the object's namespace or labels. Regent runs no webhook on the hub;
-// the apiserver evaluates these CEL rules itself.
+// CRDs: checks OCM makes in its propagator (its webhook's name length; its refusal to propagate a
+// root Policy in a managed cluster's namespace, which OCM enforces by deleting it) that a CRD's
+// own validation rules cannot express, because they read the object's namespace or labels.
+// Regent runs no webhook on the hub; the apiserver evaluates these CEL rules itself.
 package admission
 
 import (

@@ -58,6 +58,7 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.IntVar(&opts.ReportsRollup.MaxResults, "rollup-max-results", rollup.DefaultMaxResults, "worst results (fail, error, warn) a policy's summary on the hub names")
 	f.IntVar(&opts.ReportsRollup.MaxBytes, "rollup-max-bytes", rollup.DefaultMaxBytes, "bound on the serialised results of a policy's summary on the hub")
 	f.StringVar(&opts.Admission.Namespace, "admission-namespace", admissionpolicy.DefaultNamespace, "namespace of PolicyRevisions, policy-server Leases and workloads")
+	f.StringVar(&opts.Admission.PolicyServerImage, "policy-server-image", "", "Regent's policy server image, run by a PolicyServer that names Kubewarden's policy-server image (default: this version's regent image)")
 	f.StringVar(&policyServerURL, "policy-server-url", "", "base URL webhooks call instead of the policy server's Service (policy servers outside the cluster, as in the local fleet)")
 	f.StringVar(&policyServerCA, "policy-server-ca", "", "PEM CA of the policy servers' serving certificate, with --policy-server-url")
 	// The local fleet's (quickstart, tests) way to reach policy servers that run as processes; a

@@ -59,6 +59,8 @@ func agentWorkload(clusterName, ns, image string, config *addonapiv1beta1.AddOnD
 		Image: image,
 		Args: []string{"spoke-addon", "--hub-kubeconfig=/var/run/hub/kubeconfig",
 			"--cluster-name=" + clusterName, "--install-namespace=" + ns, "--admission-namespace=" + addonidentity.PolicyServerNamespace, "--leader-elect",
+			// A PolicyServer naming Kubewarden's image runs the addon's own (mirrored) image.
+			"--policy-server-image=" + image,
 			fmt.Sprintf("--metrics-bind-address=:%d", metricsPort), fmt.Sprintf("--health-probe-bind-address=:%d", probePort)},
 		Ports: []corev1.ContainerPort{
 			{Name: "metrics", ContainerPort: metricsPort},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,7 +55,9 @@ func TestRevision_AnswersAreReportedUnderThePolicysOwnNameAndScope(t *testing.T)
 
 // TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName: a replica serving
 // a monitor-mode AdmissionPolicy's revision writes the report of the object it was asked about,
-// labelled pol.reports.regent.dev/<policy> = the generation it serves.
+// labelled pol.reports.regent.dev/<policy> = the generation it serves and the classification the
+// policy's annotations give (read by the replica's informers: its category, and severity info
+// for monitor mode, whatever the severity annotation says, as Kubewarden's audit scanner does).
 func TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -78,6 +81,13 @@ func TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName(t
 	spec.Mode, spec.PolicyServer = kubewardenv1.ModeMonitor, ps
 	data, _ := json.Marshal(spec)
 	ref := kubewardenv1.PolicyReference{APIVersion: "policies.kubewarden.io/v1", Kind: kubewardenv1.KindAdmissionPolicy, Namespace: ns, Name: policy}
+	pol := &kubewardenv1.AdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: policy, Annotations: map[string]string{
+		kubewardenv1.AnnotationSeverity: "high", kubewardenv1.AnnotationCategory: "Team rules"}}, Spec: spec}
+	pol.Spec.Rules = []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
+	if err := e.client.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
 	rev := &kubewardenv1.PolicyRevision{
 		ObjectMeta: metav1.ObjectMeta{Name: ref.RevisionName(3), Namespace: testNamespace, Labels: map[string]string{kubewardenv1.PolicyServerLabel: ps}},
 		Spec:       kubewardenv1.PolicyRevisionSpec{ObjectReference: ref, PolicyGeneration: 3, Enabled: true, Data: runtime.RawExtension{Raw: data}},
@@ -113,11 +123,13 @@ func TestReplica_MonitorModeAnswerOfAnAdmissionPolicyIsReportedUnderItsOwnName(t
 		err := e.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: string(cm.UID)}, &report)
 		return err == nil, fmt.Sprintf("report of %s: %v", cm.UID, err)
 	})
-	if got := report.Labels["pol.reports.regent.dev/"+policy]; got != "3" {
-		t.Errorf("policy label = %q, want the served generation 3 (labels %v)", got, report.Labels)
+	class := reports.Classification{Severity: "info", Category: "Team rules"}
+	if got, want := report.Labels["pol.reports.regent.dev/"+policy], reports.Version("3", pol.Annotations); got != want {
+		t.Errorf("policy label = %q, want %q: the served generation 3 and the classification (labels %v)", got, want, report.Labels)
 	}
 	if len(report.Spec.Results) != 1 || report.Spec.Results[0].Policy != policy || report.Spec.Results[0].Result != admission.Fail ||
-		report.Spec.Results[0].Properties[reportsv1alpha1.PolicyScopeProperty] != "namespaced" {
+		report.Spec.Results[0].Properties[reportsv1alpha1.PolicyScopeProperty] != "namespaced" ||
+		report.Spec.Results[0].Severity != class.Severity || report.Spec.Results[0].Category != class.Category {
 		t.Errorf("results %+v", report.Spec.Results)
 	}
 }

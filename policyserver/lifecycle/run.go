@@ -250,7 +250,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
-	if opts.Server.AdmissionReports, err = withReportsClient(opts.Server.AdmissionReports, opts.Config); err != nil {
+	if opts.Server.AdmissionReports, err = withReportSources(ctx, opts.Server.AdmissionReports, opts.Config); err != nil {
 		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
 	server, err := policyserver.NewServer(ctx, opts.Server)

@@ -7,4 +7,6 @@
 // policy (kube-apiserver may send a request twice), and keeps the latest answer per policy for
 // each resource until the resource's results have waited Delay for more; then one of a few
 // writers applies them all with one reports.Apply, which writes only when the report changes.
+// Each result carries its policy's severity and category, read when the answer is filed from the
+// policy's annotations (Options.Annotations) and part of the version the report records.
 package admission

@@ -52,6 +52,8 @@ type Evaluation struct {
 	Policy  reports.PolicyRef
 	// Version is the policy version the answer came from: its generation.
 	Version string
+	// Monitor says the policy answered in monitor mode, whose results are of severity info.
+	Monitor bool
 	Result  openreportsv1alpha1.Result
 	Message string
 }
@@ -70,6 +72,12 @@ type Options struct {
 	// Delay is how long a resource's first answer waits for more before its report is written
 	// (default DefaultDelay): a burst of updates costs one write.
 	Delay time.Duration
+	// Annotations returns the annotations of the policy an answer is reported under (namespace
+	// is the resource's, which is a namespaced policy's own), nil when not known. The results are
+	// classified by them (reports.Classify: Kubewarden's severity and category) and recorded at
+	// the version they give (reports.Version), the one the background scan computes too; with no
+	// Annotations, only a monitor-mode policy's severity is known.
+	Annotations func(policy reports.PolicyRef, namespace string) map[string]string
 	// Registerer takes the queue's metrics (default: a registry of its own).
 	Registerer prometheus.Registerer
 	Clock      clock.Clock
@@ -223,9 +231,15 @@ func (q *Queue) add(e Evaluation) {
 		q.metrics.skipped.WithLabelValues(skip).Inc()
 		return
 	}
-	r := policyResult{version: e.Version, result: openreportsv1alpha1.ReportResult{
+	var annotations map[string]string
+	if q.opts.Annotations != nil {
+		annotations = q.opts.Annotations(e.Policy, res.Namespace)
+	}
+	class, _ := reports.Classify(annotations, e.Monitor)
+	r := policyResult{version: reports.Version(e.Version, annotations), result: openreportsv1alpha1.ReportResult{
 		Source: ResultSource, Rule: e.Policy.Name, Result: e.Result, Description: e.Message, Scored: true,
 	}}
+	class.Stamp(&r.result)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if request != "" && !q.recent.add(answerKey{request: request, policy: e.Policy}) {

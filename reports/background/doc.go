@@ -12,5 +12,7 @@
 // policy change only reports whose label differs are recomputed; a deleted policy, one whose
 // backgroundAudit was turned off or that no longer matches loses its results, and a report left
 // with none is deleted. Namespace label changes, changes to a policy's context-aware inputs and a
-// periodic interval re-queue what they affect.
+// periodic interval re-queue what they affect. Results carry the policy's Kubewarden severity and
+// category annotations (reports.Classify), which are part of the version the label records, so
+// changing them redoes the policy's reports; an unknown severity is an Event on the policy.
 package background

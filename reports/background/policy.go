@@ -30,9 +30,27 @@ type policy struct {
 	spec      kubewardenv1.PolicySpec
 	nsSel     labels.Selector // nil: every namespace
 	objSel    labels.Selector // nil: every object
+	// class is what the policy's annotations say of its results now (they are not part of any
+	// generation); invalidSeverity is its severity annotation when openreports does not know it.
+	class           reports.Classification
+	invalidSeverity string
+	// annotated is the version of the policy's results: its serving generation and its
+	// classification annotations, so a change of either makes them stale.
+	annotated string
 }
 
-func (p *policy) version() string { return strconv.FormatInt(p.generation, 10) }
+func (p *policy) version() string {
+	if p.annotated == "" {
+		return strconv.FormatInt(p.generation, 10)
+	}
+	return p.annotated
+}
+
+// classify sets the classification of p and its version from its policy's annotations.
+func (p *policy) classify(annotations map[string]string) {
+	p.class, p.invalidSeverity = reports.Classify(annotations, p.spec.Mode == kubewardenv1.ModeMonitor)
+	p.annotated = reports.Version(strconv.FormatInt(p.generation, 10), annotations)
+}
 
 // scannedPolicies are the policies of revs the scan evaluates: enabled, serving (the generation
 // the webhook calls) and with backgroundAudit. A revision whose data or selectors do not decode is

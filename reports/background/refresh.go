@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -29,6 +30,13 @@ func (s *Scanner) refresh(ctx context.Context) error {
 	next, errs := scannedPolicies(list.Items)
 	for _, err := range errs {
 		s.log.Error(err, "revision not scanned")
+	}
+	for _, p := range next {
+		annotations, err := s.policyAnnotations(ctx, p.owner)
+		if err != nil {
+			return err
+		}
+		p.classify(annotations)
 	}
 	discovered, err := discover(s.disco)
 	if err != nil {
@@ -114,12 +122,17 @@ func (s *Scanner) refresh(ctx context.Context) error {
 
 	for id, p := range next {
 		o := old[id]
-		if o == nil || o.generation != p.generation || !slices.Equal(oldCovers[id], covers[id]) {
+		if p.invalidSeverity != "" && (o == nil || o.invalidSeverity != p.invalidSeverity) {
+			s.recorder.Eventf(ownerObject(p.owner), corev1.EventTypeWarning, "InvalidSeverity",
+				"annotation %s=%q is not a severity (critical, high, medium, low, info): the policy's report results carry none",
+				kubewardenv1.AnnotationSeverity, p.invalidSeverity)
+		}
+		if o == nil || o.version() != p.version() || !slices.Equal(oldCovers[id], covers[id]) {
 			s.enqueueCovered(id, forced{})
 		}
 	}
 	for id, o := range old {
-		if p := next[id]; p == nil || p.generation != o.generation {
+		if p := next[id]; p == nil || p.version() != o.version() {
 			k, _ := reportsv1alpha1.PolicyLabelKey(o.ref.Scope, o.ref.Name)
 			s.enqueueReports(ctx, []string{k}, forced{})
 		}

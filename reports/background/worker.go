@@ -113,6 +113,7 @@ func (s *Scanner) process(ctx context.Context, k key, force forced) error {
 			s.metrics.evaluations.WithLabelValues(outcome).Inc()
 			r := resultOf(p.ref.Name, resp, outcome)
 			r.Properties = map[string]string{producedByProperty: producedByScan}
+			p.class.Stamp(&r)
 			set = append(set, reports.PolicyResults{Policy: p.ref, Version: p.version(), Results: []openreportsv1alpha1.ReportResult{r}})
 		}
 	}
@@ -317,6 +318,19 @@ func (s *Scanner) policySpec(ctx context.Context, ref reports.PolicyRef, namespa
 		return spec, false, fmt.Errorf("read policy %s: %w", ref.Name, err)
 	}
 	return spec, true, nil
+}
+
+// policyAnnotations are the annotations of the policy ref names, nil when it is gone.
+func (s *Scanner) policyAnnotations(ctx context.Context, ref kubewardenv1.PolicyReference) (map[string]string, error) {
+	obj := ownerObject(ref)
+	err := s.cache.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", ref.Name, err)
+	}
+	return obj.GetAnnotations(), nil
 }
 
 // policyLabels are a report's policy labels.

@@ -21,6 +21,10 @@
 // copied back to the policy, which then goes through the same lifecycle as a new generation — an
 // annotation rather than a spec field so the spec stays exactly Kubewarden's.
 //
+// A PolicyServer's pods run its spec.image, except Kubewarden's policy-server image, which every
+// Kubewarden PolicyServer names and which cannot run Regent's arguments: Regent's own image runs
+// instead, and the ImageSubstituted condition and an Event say so (policyserver_image.go).
+//
 // A PolicyServer becomes a StatefulSet of replicas running `regent policy-server --lifecycle
 // --role=replica`, a Deployment of one leader pod running `--role=leader`, their Services and
 // NetworkPolicies, a serving certificate and the Secrets of the key the leader signs cache files

@@ -23,6 +23,7 @@ import (
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/fleet"
 	"regent.dev/regent/fleet/fleettest"
+	"regent.dev/regent/version"
 )
 
 // TestPolicyServer_KubewardenSpec_AppliesUnchangedAndReachesThePods applies Kubewarden
@@ -130,7 +131,8 @@ func TestPolicyServer_KubewardenSpec_AppliesUnchangedAndReachesThePods(t *testin
 		if len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" || pod.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
 			t.Errorf("%s: tolerations %+v", w.name, pod.Tolerations)
 		}
-		if pod.PriorityClassName != "system-cluster-critical" || ctr.Image != "ghcr.io/kubewarden/policy-server:v1.20.0" {
+		// Kubewarden's image is served by Regent's (policyserver_image_test.go).
+		if pod.PriorityClassName != "system-cluster-critical" || ctr.Image != version.Image() {
 			t.Errorf("%s: priorityClassName %q, image %q", w.name, pod.PriorityClassName, ctr.Image)
 		}
 	}

@@ -125,11 +125,12 @@ func replicaRules(ps string, replicaLeases []string) []rbacv1.PolicyRule {
 // contextRules are the cluster-wide calls of the policy server's host capabilities: can_i
 // creates SubjectAccessReviews for any policy (as in Kubewarden, it reads nothing), and
 // get_resource and the list operations read the resources its context-aware policies name; the
-// admission reports are written cluster-wide too (admissionReportRule). One
+// admission reports are written cluster-wide too (admissionReportRule), classified by the
+// policies' annotations (policyReadRule). One
 // rule per API group, sorted, so the same inputs give byte-identical rules and no write.
 func contextRules(resources []schema.GroupResource) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{authorizationv1.GroupName}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}}
-	rules = append(rules, admissionReportRule)
+	rules = append(rules, admissionReportRule, policyReadRule)
 	byGroup := map[string][]string{}
 	for _, gr := range resources {
 		if !slices.Contains(byGroup[gr.Group], gr.Resource) {
@@ -206,6 +207,11 @@ func backgroundScanRules(scanned []kubewardenv1.PolicySpec) []rbacv1.PolicyRule 
 // garbage collector, not the policy server, deletes it.
 var admissionReportRule = rbacv1.PolicyRule{APIGroups: []string{reportsv1alpha1.GroupVersion.Group},
 	Resources: []string{"resourcereports", "clusterresourcereports"}, Verbs: []string{"get", "create", "update"}}
+
+// policyReadRule lets the policy server read the policies' annotations (metadata informers), whose
+// severity and category classify the results of admission reports.
+var policyReadRule = rbacv1.PolicyRule{APIGroups: []string{kubewardenv1.GroupVersion.Group},
+	Resources: []string{"admissionpolicies", "admissionpolicygroups", "clusteradmissionpolicies", "clusteradmissionpolicygroups"}, Verbs: []string{"list", "watch"}}
 
 // wantedResource is a kind a policy lists in its contextAwareResources.
 type wantedResource struct {

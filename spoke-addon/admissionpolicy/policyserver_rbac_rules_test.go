@@ -82,14 +82,15 @@ func TestContextRules_SubjectAccessReviewsAlwaysReadsGroupedAndSorted(t *testing
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"reports.regent.dev"}, Resources: []string{"resourcereports", "clusterresourcereports"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"policies.kubewarden.io"}, Resources: []string{"admissionpolicies", "admissionpolicygroups", "clusteradmissionpolicies", "clusteradmissionpolicygroups"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	if hashOf(got) != hashOf(want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	if none := contextRules(nil); len(none) != 2 || none[0].Resources[0] != "subjectaccessreviews" || none[1].Resources[0] != "resourcereports" {
-		t.Errorf("no context-aware policy: %+v, want the SubjectAccessReview and report rules alone", none)
+	if none := contextRules(nil); len(none) != 3 || none[0].Resources[0] != "subjectaccessreviews" || none[1].Resources[0] != "resourcereports" || none[2].Resources[0] != "admissionpolicies" {
+		t.Errorf("no context-aware policy: %+v, want the SubjectAccessReview, report and policy rules alone", none)
 	}
 }
 

@@ -43,6 +43,8 @@ type policyServerReconciler struct {
 	clock         clock.PassiveClock
 	recorder      events.EventRecorder
 	rotation      servingRotation
+	// regentImage replaces Kubewarden's policy-server image (servedImage).
+	regentImage string
 }
 
 func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -62,7 +64,19 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cond := metav1.Condition{Type: "Deployed", Status: metav1.ConditionTrue, Reason: "ObjectsApplied",
 		Message: fmt.Sprintf("StatefulSet %s/%s, leader Deployment %s, their Services, cache claim and Secrets are in place",
 			r.namespace, serverObjectName(ps.Name), leaderWorkloadName(ps.Name))}
-	err := r.apply(ctx, ps)
+	image, substituted := servedImage(ps.Spec.Image, r.regentImage)
+	imageCond := imageCondition(ps, image, substituted)
+	if substituted && !meta.IsStatusConditionTrue(ps.Status.Conditions, conditionImageSubstituted) {
+		r.recorder.Eventf(ps, nil, corev1.EventTypeNormal, reasonKubewardenImage, "Deploy", "%s", imageCond.Message)
+	}
+	// The workloads are rendered from a copy that names the image the pods run; ps itself, the
+	// user's object, keeps spec.image as written.
+	workload := ps
+	if substituted {
+		workload = ps.DeepCopy()
+		workload.Spec.Image = image
+	}
+	err := r.apply(ctx, workload)
 	if err == nil {
 		var renew time.Duration
 		if renew, err = r.rotation.rotate(ctx, ps, r.namespace); err == nil && (requeue == 0 || renew < requeue) {
@@ -75,7 +89,7 @@ func (r *policyServerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	err = errors.Join(rbacErr, err)
 	before := ps.Status.DeepCopy()
-	for _, c := range []metav1.Condition{cond, rbacCond, r.leaderCondition(ctx, ps)} {
+	for _, c := range []metav1.Condition{cond, rbacCond, r.leaderCondition(ctx, ps), imageCond} {
 		c.ObservedGeneration = ps.Generation
 		meta.SetStatusCondition(&ps.Status.Conditions, c)
 	}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/version"
 )
 
 // DefaultNamespace holds revisions, replica Leases and the policy servers' objects when
@@ -57,6 +58,10 @@ type Options struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles per controller; 2 when zero.
 	MaxConcurrentReconciles int
+	// PolicyServerImage is Regent's policy server image, which a PolicyServer naming Kubewarden's
+	// policy-server image runs instead (servedImage); the image of this binary's version
+	// (version.Image) when empty.
+	PolicyServerImage string
 }
 
 // policyServerIndex indexes policies by the PolicyServer that serves them.
@@ -72,6 +77,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.PolicyServerImage == "" {
+		opts.PolicyServerImage = version.Image()
 	}
 	if opts.MaxConcurrentReconciles == 0 {
 		opts.MaxConcurrentReconciles = 2
@@ -154,6 +162,7 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 	}
 	r := &policyServerReconciler{client: mgr.GetClient(), reader: mgr.GetCache(), nsReader: nsCache, clusterReader: clusterCache,
 		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name),
+		regentImage: opts.PolicyServerImage,
 		rotation: servingRotation{kube: kube, reader: mgr.GetAPIReader(), caValidity: opts.ServingCAValidity,
 			validity: opts.ServingCertValidity, propagation: opts.ServingCAPropagation, extraHosts: opts.ServingHosts}}
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(&kubewardenv1.PolicyServer{})

@@ -22,3 +22,19 @@ func (r PolicyReference) ReportedName() string {
 func ReportedGroup(reported string) (name string, ok bool) {
 	return strings.CutPrefix(reported, reportGroupPrefix)
 }
+
+// ReportedReference is the policy whose results carry the reported name: a group's when the name
+// is group/<name>, a policy's otherwise; namespaced (the results' scope) says it is an
+// AdmissionPolicy or AdmissionPolicyGroup of namespace, which is always its resources' namespace.
+// APIVersion and UID are not known from a report and are left empty.
+func ReportedReference(reported string, namespaced bool, namespace string) PolicyReference {
+	ref := PolicyReference{Name: reported, Kind: KindClusterAdmissionPolicy}
+	if group, ok := ReportedGroup(reported); ok {
+		ref.Name, ref.Kind = group, KindClusterAdmissionPolicyGroup
+	}
+	if namespaced {
+		ref.Namespace = namespace
+		ref.Kind = map[string]string{KindClusterAdmissionPolicy: KindAdmissionPolicy, KindClusterAdmissionPolicyGroup: KindAdmissionPolicyGroup}[ref.Kind]
+	}
+	return ref
+}

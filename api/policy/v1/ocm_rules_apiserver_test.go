@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"regent.dev/regent/fleet/fleettest"
 )
 
 // ocmNameMessage is OCM's own wording, so scripts that match on it keep working.
@@ -47,6 +50,55 @@ func rootNameMustFitTheLabel(ctx context.Context, t *testing.T, c client.Client)
 	})
 	if err := c.Create(ctx, replica); err != nil {
 		t.Errorf("replica %s/%s: %v", clusterNS, replicaName, err)
+	}
+}
+
+// rootRefusedInClusterNamespace: a managed cluster's namespace (labelled by OCM's registration)
+// holds only the propagator's replicas, so a root created there is refused at apply time with a
+// message that names the cluster and says where roots go; a replica there, and a root in any other
+// namespace, are accepted.
+func rootRefusedInClusterNamespace(ctx context.Context, t *testing.T, c client.Client) {
+	const clusterNS, cluster = "cluster-a", "cluster-a"
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: clusterNS, Labels: map[string]string{"open-cluster-management.io/cluster-name": cluster}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"team": "a"}}},
+	} {
+		if err := c.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = "the policy cannot be created in namespace cluster-a: it is the namespace of managed cluster cluster-a, " +
+		"which holds only replicated policies; create the root policy in another namespace"
+	root := policy(t, "sneaky", "spec: {}")
+	root.SetNamespace(clusterNS)
+	// The apiserver loads a new admission policy in the background: wait until it refuses, without
+	// storing anything while it does not yet.
+	fleettest.Eventually(t, time.Minute, func() (bool, string) {
+		err := c.Create(ctx, root.DeepCopy(), client.DryRunAll)
+		return apierrors.IsForbidden(err), fmt.Sprintf("dry-run create of a root in %s: %v", clusterNS, err)
+	})
+	err := c.Create(ctx, root.DeepCopy())
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("root in cluster namespace %s: %v, want Forbidden with %q", clusterNS, err, want)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(root), root.DeepCopy()); !apierrors.IsNotFound(err) {
+		t.Errorf("refused root: get %v, want NotFound (nothing stored)", err)
+	}
+
+	replica := policy(t, "policies.sneaky", "spec: {}")
+	replica.SetNamespace(clusterNS)
+	replica.SetLabels(map[string]string{
+		"policy.open-cluster-management.io/root-policy":       "policies.sneaky",
+		"policy.open-cluster-management.io/cluster-name":      cluster,
+		"policy.open-cluster-management.io/cluster-namespace": clusterNS,
+	})
+	if err := c.Create(ctx, replica); err != nil {
+		t.Errorf("replica in cluster namespace %s: %v", clusterNS, err)
+	}
+	elsewhere := policy(t, "sneaky", "spec: {}")
+	elsewhere.SetNamespace("team-a")
+	if err := c.Create(ctx, elsewhere); err != nil {
+		t.Errorf("root in a namespace of no cluster: %v", err)
 	}
 }
 

@@ -140,6 +140,7 @@ subjects: [{apiGroup: policy.open-cluster-management.io, kind: Policy, name: x}]
 	})
 
 	t.Run("RootNameMustFitTheRootPolicyLabel", func(t *testing.T) { rootNameMustFitTheLabel(ctx, t, c) })
+	t.Run("RootInAClusterNamespaceIsRefusedReplicasAndOtherNamespacesAreNot", func(t *testing.T) { rootRefusedInClusterNamespace(ctx, t, c) })
 	t.Run("DependenciesAreAcceptedAndRefusedAsOnOCM", func(t *testing.T) { dependenciesAsOnOCM(ctx, t, c) })
 
 	t.Run("InvalidPoliciesAreRejectedNamingTheField", func(t *testing.T) {
