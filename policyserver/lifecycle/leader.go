@@ -108,9 +108,12 @@ func (l *leader) sync(ctx context.Context) error {
 		}
 		listed[rev.UID] = true
 		if key, ok := l.prepared[rev.UID]; ok {
-			if !reportedInitialization(rev, l.opts.verifiedWith()) {
+			if !reportedInitialization(rev, l.opts.verifiedWith()) || (key != "" && rev.Status.CacheKey != key) {
 				// The informer has not shown the outcome this leader wrote yet: neither prepare
-				// the revision again nor let GC take the entry just built for it.
+				// the revision again nor let GC take the entry just built for it. An entry built
+				// is shown only by its key: a refusal of the same generation (a module retried
+				// once signed) reads as an outcome too, and taking it for this one would start
+				// the revision over and remove its entry before any replica loaded it.
 				if key != "" {
 					keep[key] = true
 				}
