@@ -74,7 +74,7 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 		if err != nil {
 			return nil, err
 		}
-		return &servedPolicy{evaluator: g, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue, s.policyWait),
+		return &servedPolicy{evaluator: g, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, cap(s.workers), s.borrowLimit, s.policyQueue, s.policyWait),
 			report: reportRef(name, pc, mode), stopInventory: func() {}}, nil
 	}
 	spec, err := pc.spec(ctx, name)
@@ -90,7 +90,7 @@ func (s *Server) load(ctx context.Context, name string, pc PolicyConfig) (*serve
 		stopInventory()
 		return nil, err
 	}
-	return &servedPolicy{evaluator: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, s.policyQueue, s.policyWait),
+	return &servedPolicy{evaluator: p, name: name, mode: mode, limiter: newPolicyLimiter(s.policyWorkers, cap(s.workers), s.borrowLimit, s.policyQueue, s.policyWait),
 		report: reportRef(name, pc, mode), message: pc.Message, stopInventory: stopInventory}, nil
 }
 

@@ -27,15 +27,15 @@ func (s *Server) Audit(ctx context.Context, policy string, generation int64, req
 		return nil, "", fmt.Errorf("%w: %s generation %d", ErrNotLoaded, policy, generation)
 	}
 	defer release()
-	leave, ok := p.limiter.enter(ctx)
+	// The background scan never borrows: it takes what admission leaves.
+	sl, reason, ok := s.takeSlot(ctx, p, false)
 	if !ok {
-		return nil, "", fmt.Errorf("%w: policy %s saturated", ErrBusy, policy)
-	}
-	defer leave()
-	if !s.enterWorker(ctx) {
+		if reason == "policy_saturated" {
+			return nil, "", fmt.Errorf("%w: policy %s saturated", ErrBusy, policy)
+		}
 		return nil, "", fmt.Errorf("%w: too many requests waiting", ErrBusy)
 	}
-	defer func() { <-s.workers }()
+	defer sl.release()
 	uid, err := requestUID(request)
 	if err != nil {
 		return nil, "", err

@@ -46,8 +46,10 @@ func slowAndFastModules(t *testing.T) string {
 
 // TestServer_SlowPolicySaturated_AnotherPolicyStillAnswers saturates the slow policy — its
 // share of the workers busy, its queue full — so its next request is turned away at once, and
-// another policy's request is answered while the slow evaluation still runs: no policy can take
-// every worker.
+// another policy's request is answered while the slow evaluations still run: no policy can take
+// every worker. The spinning policy has no history yet, so its second request borrows the other
+// worker; the borrowed evaluation is cut at the borrow limit and waits again in the policy's own
+// share, which is what frees the worker for the other policy.
 func TestServer_SlowPolicySaturated_AnotherPolicyStillAnswers(t *testing.T) {
 	ts := newTestServerWith(t, slowAndFastModules(t), slowAndFast, Options{Workers: 2, PolicyQueue: 1})
 	req := podRequest(t, "default", map[string]string{"team": "a"})
@@ -55,14 +57,13 @@ func TestServer_SlowPolicySaturated_AnotherPolicyStillAnswers(t *testing.T) {
 	for range 3 {
 		go func() { status, _, _ := ts.post(t, "/validate/spin", req); answered <- status }()
 	}
-	// Saturated: one spin evaluation runs, one waits behind it, the third was turned away.
+	// Saturated: one spin evaluation runs, one borrowed the other worker, the third was turned away.
 	waitFor(t, func() bool { return len(answered) == 1 })
 	if s := <-answered; s != http.StatusTooManyRequests {
 		t.Fatalf("the slow policy's request beyond its share got %d, want 429 at once", s)
 	}
-	if running := value(t, ts.metrics.inFlight); running != 1 {
-		t.Fatalf("%v spin evaluations run, want its share: 1 of the 2 workers", running)
-	}
+	waitFor(t, func() bool { return value(t, ts.metrics.borrowed.WithLabelValues("spin", "cut")) == 1 })
+	waitFor(t, func() bool { return len(ts.workers) == 1 })
 
 	status, resp, raw := ts.post(t, "/validate/labels", req)
 	if status != http.StatusOK || !resp.Allowed {
@@ -70,6 +71,19 @@ func TestServer_SlowPolicySaturated_AnotherPolicyStillAnswers(t *testing.T) {
 	}
 	if n := value(t, ts.metrics.evaluations.WithLabelValues("spin", "protect", "error")); n != 0 {
 		t.Fatalf("the other policy was answered only after %v slow evaluation(s) ended: it waited behind them", n)
+	}
+	if held := len(ts.workers); held > 1 {
+		t.Fatalf("the spinning policy holds %d workers after its borrowed evaluation was cut, want its share: 1", held)
+	}
+	// The cut request is answered too, once its turn in the policy's own share came: its
+	// evaluation times out there, which denies it (fail closed).
+	for range 2 {
+		if s := <-answered; s != http.StatusOK {
+			t.Fatalf("a spin request got %d, want an answer (a timeout denial)", s)
+		}
+	}
+	if n := value(t, ts.metrics.evaluations.WithLabelValues("spin", "protect", "error")); n != 2 {
+		t.Fatalf("%v spin evaluations ended in error, want both answered requests", n)
 	}
 }
 

@@ -18,6 +18,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec
 	inFlight    prometheus.Gauge
 	rejected    *prometheus.CounterVec
+	borrowed    *prometheus.CounterVec
 	loaded      prometheus.Gauge
 	loadErrors  *prometheus.CounterVec
 	hostCalls   *prometheus.CounterVec
@@ -46,6 +47,10 @@ func newMetrics() *metrics {
 			Name: "regent_policyserver_requests_rejected_total",
 			Help: "Requests turned away before evaluation, by reason (overloaded, bad_request, unknown_policy).",
 		}, []string{"reason"}),
+		borrowed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "regent_policyserver_borrowed_evaluations_total",
+			Help: "Evaluations run on a worker beyond the policy's share, by policy and outcome (completed; cut: it outran the borrow limit and ran again in the policy's own share).",
+		}, []string{"policy", "outcome"}),
 		loaded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "regent_policyserver_policies_loaded",
 			Help: "Policy revisions loaded and serving.",
@@ -63,7 +68,7 @@ func newMetrics() *metrics {
 			Help: "Guest log lines (waPC __console_log and tracing/log) dropped by a policy's rate limit, by policy.",
 		}, []string{"policy"}),
 	}
-	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.loaded, m.loadErrors, m.hostCalls, m.logsDropped,
+	m.registry.MustRegister(m.evaluations, m.latency, m.inFlight, m.rejected, m.borrowed, m.loaded, m.loadErrors, m.hostCalls, m.logsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(m.kubewarden.collectors()...)
 	return m

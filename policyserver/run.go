@@ -44,6 +44,11 @@ type Options struct {
 	// either its requests are answered 429 at once.
 	PolicyWorkers, PolicyQueue int
 	PolicyQueueWait            time.Duration
+	// PolicyBorrowLimit lets a policy whose recent evaluations take under an eighth of it use
+	// workers beyond PolicyWorkers while they are free; an evaluation on a borrowed worker is cut
+	// at this limit and run again in the policy's own share, so no policy holds a borrowed core
+	// longer (default DefaultPolicyBorrowLimit; negative: never borrow).
+	PolicyBorrowLimit time.Duration
 	// MemoryLimitBytes caps each policy instance's memory (default engine.DefaultMemoryLimitBytes).
 	MemoryLimitBytes uint64
 	// AdmissionReports, when set, makes the answers of monitor-mode policies and of protect-mode
@@ -80,6 +85,9 @@ func (o Options) withDefaults() Options {
 	if o.PolicyQueueWait == 0 {
 		o.PolicyQueueWait = time.Second
 	}
+	if o.PolicyBorrowLimit == 0 {
+		o.PolicyBorrowLimit = DefaultPolicyBorrowLimit
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
@@ -103,7 +111,7 @@ func NewServer(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue, opts.PolicyQueueWait}, opts.Logger)
+	s := newServer(e, m, concurrency{opts.Workers, opts.MaxQueue, opts.PolicyWorkers, opts.PolicyQueue, opts.PolicyQueueWait, opts.PolicyBorrowLimit}, opts.Logger)
 	s.replicator, _ = opts.Host.(InventoryReplicator)
 	if err := startAdmissionReports(ctx, opts.AdmissionReports, m, s); err != nil {
 		_ = e.Close(ctx)

@@ -60,6 +60,8 @@ type Server struct {
 	// policyLimiter).
 	policyWorkers, policyQueue int
 	policyWait                 time.Duration
+	// borrowLimit bounds an evaluation on a worker beyond its policy's share (see policyLimiter).
+	borrowLimit time.Duration
 
 	ready atomic.Bool
 
@@ -87,7 +89,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // concurrency sizes the server's workers and queue and each policy's share of them.
 type concurrency struct {
 	workers, maxQueue, policyWorkers, policyQueue int
-	policyWait                                    time.Duration
+	policyWait, borrowLimit                       time.Duration
 }
 
 func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Server {
@@ -101,6 +103,7 @@ func newServer(e *engine.Engine, m *metrics, c concurrency, log logr.Logger) *Se
 		policyWorkers: c.policyWorkers,
 		policyQueue:   c.policyQueue,
 		policyWait:    c.policyWait,
+		borrowLimit:   c.borrowLimit,
 		generations:   map[string]int64{},
 	}
 	mux := http.NewServeMux()
@@ -148,26 +151,20 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 			return
 		}
 		defer release()
-		// The policy's share first, then a worker: a request waiting for either holds only its
-		// headers, never its body (up to maxReviewBytes each).
-		leave, ok := p.limiter.enter(r.Context())
+		sl, reason, ok := s.takeSlot(r.Context(), p, true)
 		if !ok {
-			s.metrics.rejected.WithLabelValues("policy_saturated").Inc()
+			s.metrics.rejected.WithLabelValues(reason).Inc()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait), http.StatusTooManyRequests)
-			return
-		}
-		defer leave()
-		if !s.enterWorker(r.Context()) {
-			s.metrics.rejected.WithLabelValues("overloaded").Inc()
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "policy server overloaded: too many requests waiting", http.StatusTooManyRequests)
+			msg := "policy server overloaded: too many requests waiting"
+			if reason == "policy_saturated" {
+				msg = fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait)
+			}
+			http.Error(w, msg, http.StatusTooManyRequests)
 			return
 		}
 		// Released as soon as the evaluation ends, not after the answer is written to a
-		// possibly slow connection.
-		done := sync.OnceFunc(func() { <-s.workers; leave() })
-		defer done()
+		// possibly slow connection; the deferred call covers the early returns.
+		defer func() { sl.release() }()
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
 		if err != nil {
 			s.metrics.rejected.WithLabelValues("bad_request").Inc()
@@ -180,8 +177,8 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp := s.evaluate(r.Context(), p, key, audit, rev.Request, meta)
-		done()
+		resp := s.evaluate(r.Context(), p, key, audit, rev.Request, meta, &sl)
+		sl.release()
 		out, err := encodeReview(rev.APIVersion, resp)
 		if err != nil {
 			http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
@@ -216,11 +213,11 @@ func (s *Server) enterWorker(ctx context.Context) bool {
 // evaluate runs the policy and turns its answer into an AdmissionResponse: errors deny (fail
 // closed) with what failed; a mutation becomes a JSONPatch when the policy may mutate and a
 // denial when it may not; monitor mode admits whatever the answer (audit reports it as is).
-func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key, audit bool, request []byte, meta requestMeta) *admissionv1.AdmissionResponse {
+func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key, audit bool, request []byte, meta requestMeta, sl *slot) *admissionv1.AdmissionResponse {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 	start := time.Now()
-	answer, err := p.Validate(ctx, request)
+	answer, err := s.validate(ctx, p, request, sl)
 	took := time.Since(start)
 	s.metrics.latency.WithLabelValues(p.name).Observe(took.Seconds())
 

@@ -121,6 +121,7 @@ func newPolicyServerCommand() *cobra.Command {
 	f.IntVar(&opts.Workers, "workers", 0, "evaluations at once (default: cores)")
 	f.IntVar(&opts.PolicyWorkers, "policy-workers", 0, "evaluations of one policy at once (default: workers-1, at least 1), so a slow policy leaves the others a worker")
 	f.IntVar(&opts.PolicyQueue, "policy-queue", 0, "requests of one policy waiting for its share before it answers 429 (default: 1024 per worker)")
+	f.DurationVar(&opts.PolicyBorrowLimit, "policy-borrow-limit", 0, "a policy whose evaluations are short (under an eighth of this) may use workers beyond --policy-workers while they are free; an evaluation on a borrowed worker is cut at this limit and run again in the policy's own share (default: 25ms; negative: never borrow)")
 	f.DurationVar(&opts.PolicyQueueWait, "policy-queue-wait", 0, "expected wait, from the policy's recent evaluation times, beyond which one policy's requests are answered 429 (default: 1s; negative: no bound)")
 	f.BoolVar(&useLifecycle, "lifecycle", false, "serve the PolicyRevisions of --policy-server (hot reload, leader, signed shared cache)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "cluster kubeconfig: the cluster context-aware policies read and, with --lifecycle, the one holding the revisions\n"+
