@@ -187,10 +187,11 @@ var runtimes = []struct{ name, policy string }{
 
 func (ws workspace) policyYAML(names ...string) string {
 	all := map[string]string{
-		"wapc":       "wapc:\n  module: wapc-labels.wasm\n  settings: {required: [team]}\n",
-		"wasi":       "wasi:\n  module: wasi-privileged.wasm\n  executionMode: wasi\n",
-		"opa":        "opa:\n  module: disallow-latest.rego\n  executionMode: opa\n",
-		"gatekeeper": "gatekeeper:\n  module: allowedrepos.yaml\n  executionMode: gatekeeper\n  settings: {repos: [\"docker.io/\"]}\n",
+		"wapc":          "wapc:\n  module: wapc-labels.wasm\n  settings: {required: [team]}\n",
+		"wapc-fastjson": "wapc-fastjson:\n  module: wapc-labels-fastjson.wasm\n  settings: {required: [team]}\n",
+		"wasi":          "wasi:\n  module: wasi-privileged.wasm\n  executionMode: wasi\n",
+		"opa":           "opa:\n  module: disallow-latest.rego\n  executionMode: opa\n",
+		"gatekeeper":    "gatekeeper:\n  module: allowedrepos.yaml\n  executionMode: gatekeeper\n  settings: {repos: [\"docker.io/\"]}\n",
 	}
 	var b strings.Builder
 	for _, n := range names {
@@ -203,7 +204,7 @@ func (ws workspace) policyYAML(names ...string) string {
 }
 
 func (ws workspace) writeModules() error {
-	for _, g := range []string{"wapc-labels", "wasi-privileged"} {
+	for _, g := range []string{"wapc-labels", "wapc-labels-fastjson", "wasi-privileged"} {
 		b, err := guests.Build(g)
 		if err != nil {
 			return err

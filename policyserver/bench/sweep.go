@@ -61,11 +61,13 @@ type sweepTarget struct {
 	retired bool
 }
 
-// sweepTable drives Regent's Rego path, a native waPC policy on Regent and, when opaBin is set,
+// sweepTable drives Regent's Rego path, two native waPC policies on Regent (the same Go guest's
+// check decoded with encoding/json and with fastjson, as Kubewarden's Go SDK policies read their
+// input without reflection) and, when opaBin is set,
 // OPA's own server on the same Rego, at each rate in turn in one run, and prints every point and
 // each server's knee.
 func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
-	regent, err := ws.startRegent(ws.policyYAML("wapc", "opa"))
+	regent, err := ws.startRegent(ws.policyYAML("wapc", "wapc-fastjson", "opa"))
 	if err != nil {
 		return err
 	}
@@ -74,7 +76,8 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 	review, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
 	targets := []*sweepTarget{
 		{name: "Regent, Rego → wasm", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/opa", Body: review, Check: checkAllowed}},
-		{name: "Regent, waPC (Go guest)", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/wapc", Body: review, Check: checkAllowed}},
+		{name: "Regent, waPC (Go guest, encoding/json)", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/wapc", Body: review, Check: checkAllowed}},
+		{name: "Regent, waPC (Go guest, fastjson)", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/wapc-fastjson", Body: review, Check: checkAllowed}},
 	}
 	if opaBin != "" {
 		opa, err := ws.startOPA(opaBin)

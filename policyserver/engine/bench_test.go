@@ -23,9 +23,10 @@ func benchPolicies(b *testing.B, e *Engine) map[string]*Policy {
 		b.Fatal(err)
 	}
 	return map[string]*Policy{
-		"wapc": load(b, e, Spec{Module: guest(b, "wapc-labels"), Settings: json.RawMessage(`{"required":["team"]}`)}),
-		"wasi": load(b, e, Spec{Module: guest(b, "wasi-privileged"), ExecutionMode: ModeWASI}),
-		"opa":  load(b, e, Spec{Module: regoModule(b, "disallow-latest.rego", "policy/main"), ExecutionMode: ModeOPA, Entrypoint: "policy/main"}),
+		"wapc":          load(b, e, Spec{Module: guest(b, "wapc-labels"), Settings: json.RawMessage(`{"required":["team"]}`)}),
+		"wapc-fastjson": load(b, e, Spec{Module: guest(b, "wapc-labels-fastjson"), Settings: json.RawMessage(`{"required":["team"]}`)}),
+		"wasi":          load(b, e, Spec{Module: guest(b, "wasi-privileged"), ExecutionMode: ModeWASI}),
+		"opa":           load(b, e, Spec{Module: regoModule(b, "disallow-latest.rego", "policy/main"), ExecutionMode: ModeOPA, Entrypoint: "policy/main"}),
 		"gatekeeper": load(b, e, Spec{Module: gk, ExecutionMode: ModeGatekeeper, Entrypoint: ct.Entrypoint,
 			Settings: json.RawMessage(`{"repos":["docker.io/"]}`)}),
 	}
@@ -37,7 +38,7 @@ func BenchmarkValidate(b *testing.B) {
 	e := newTestEngine(b, Options{})
 	req := podRequest(b, "default", map[string]string{"team": "a"},
 		container("web", "docker.io/nginx:1.27", false), container("sidecar", "docker.io/envoy:1.30", false))
-	for _, name := range []string{"wapc", "wasi", "opa", "gatekeeper"} {
+	for _, name := range []string{"wapc", "wapc-fastjson", "wasi", "opa", "gatekeeper"} {
 		p := benchPolicies(b, e)[name]
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {

@@ -7,18 +7,32 @@ import (
 	"testing"
 )
 
+// The same check in two Go guests: wapc-labels decodes with encoding/json, wapc-labels-fastjson
+// (the benchmark's fast waPC policy) without reflection; both must answer alike.
 func TestWaPC_RequiredLabels_DeniesMissingAndAcceptsLabelled(t *testing.T) {
-	e := newTestEngine(t, Options{})
-	p := load(t, e, Spec{Module: guest(t, "wapc-labels"), ExecutionMode: ModeWaPC,
-		Settings: json.RawMessage(`{"required":["team","tier"]}`)})
+	for _, g := range []string{"wapc-labels", "wapc-labels-fastjson"} {
+		t.Run(g, func(t *testing.T) {
+			e := newTestEngine(t, Options{})
+			p := load(t, e, Spec{Module: guest(t, g), ExecutionMode: ModeWaPC,
+				Settings: json.RawMessage(`{"required":["team","tier"]}`)})
 
-	r := validate(t, p, podRequest(t, "default", map[string]string{"team": "a"}, container("c", "nginx:1", false)))
-	if r.Accepted || r.Message != "missing required labels: tier" {
-		t.Fatalf("want denial naming tier, got %+v", r)
-	}
-	r = validate(t, p, podRequest(t, "default", map[string]string{"team": "a", "tier": "web"}, container("c", "nginx:1", false)))
-	if !r.Accepted || r.MutatedObject != nil {
-		t.Fatalf("want plain acceptance, got %+v", r)
+			r := validate(t, p, podRequest(t, "default", map[string]string{"team": "a"}, container("c", "nginx:1", false)))
+			if r.Accepted || r.Message != "missing required labels: tier" {
+				t.Fatalf("want denial naming tier, got %+v", r)
+			}
+			r = validate(t, p, podRequest(t, "default", nil, container("c", "nginx:1", false)))
+			if r.Accepted || r.Message != "missing required labels: team, tier" {
+				t.Fatalf("want denial naming both labels of an unlabelled pod, got %+v", r)
+			}
+			r = validate(t, p, podRequest(t, "default", map[string]string{"team": "a", "tier": "web"}, container("c", "nginx:1", false)))
+			if !r.Accepted || r.MutatedObject != nil {
+				t.Fatalf("want plain acceptance, got %+v", r)
+			}
+			_, err := e.Load(context.Background(), Spec{Name: "labels", Module: guest(t, g), Settings: json.RawMessage(`{"required":[]}`)})
+			if err == nil || !strings.Contains(err.Error(), "settings rejected by the policy: settings.required must name at least one label") {
+				t.Fatalf("want the policy's own settings message, got %v", err)
+			}
+		})
 	}
 }
 
