@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,6 +85,34 @@ func TestServer_SlowPolicySaturated_AnotherPolicyStillAnswers(t *testing.T) {
 	}
 	if n := value(t, ts.metrics.evaluations.WithLabelValues("spin", "protect", "error")); n != 2 {
 		t.Fatalf("%v spin evaluations ended in error, want both answered requests", n)
+	}
+}
+
+// TestServer_ACutEvaluationWithNoPlaceToRunAgainIsTurnedAwayNotDenied: the spinning policy's
+// second request borrows the other worker, is cut, and its own share's line is now over the time
+// bound (the cut lifted the policy's average): the request is answered 429, as one that found no
+// place at first, never with a denial the policy did not give.
+func TestServer_ACutEvaluationWithNoPlaceToRunAgainIsTurnedAwayNotDenied(t *testing.T) {
+	ts := newTestServerWith(t, slowAndFastModules(t), slowAndFast, Options{Workers: 2, PolicyQueue: 1, PolicyQueueWait: time.Millisecond})
+	req := podRequest(t, "default", map[string]string{"team": "a"})
+	first := make(chan int, 1)
+	go func() { status, _, _ := ts.post(t, "/validate/spin", req); first <- status }()
+	waitFor(t, func() bool { return len(ts.workers) == 1 })
+
+	status, _, body := ts.post(t, "/validate/spin", req)
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "policy spin is saturated") {
+		t.Fatalf("the cut request got %d %q, want 429 saying the policy is saturated", status, body)
+	}
+	if n := value(t, ts.metrics.borrowed.WithLabelValues("spin", "cut")); n != 1 {
+		t.Fatalf("%v borrowed evaluations cut, want the second request's", n)
+	}
+	for _, outcome := range []string{"accepted", "rejected", "error"} {
+		if n := value(t, ts.metrics.evaluations.WithLabelValues("spin", "protect", outcome)); n != 0 {
+			t.Fatalf("%v evaluations counted %s while the only finished request was turned away", n, outcome)
+		}
+	}
+	if s := <-first; s != http.StatusOK {
+		t.Fatalf("the request in the policy's own share got %d, want an answer (a timeout denial)", s)
 	}
 }
 

@@ -153,13 +153,7 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 		defer release()
 		sl, reason, ok := s.takeSlot(r.Context(), p, true)
 		if !ok {
-			s.metrics.rejected.WithLabelValues(reason).Inc()
-			w.Header().Set("Retry-After", "1")
-			msg := "policy server overloaded: too many requests waiting"
-			if reason == "policy_saturated" {
-				msg = fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait)
-			}
-			http.Error(w, msg, http.StatusTooManyRequests)
+			s.turnAway(w, p, key, reason)
 			return
 		}
 		// Released as soon as the evaluation ends, not after the answer is written to a
@@ -177,8 +171,12 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp := s.evaluate(r.Context(), p, key, audit, rev.Request, meta, &sl)
+		resp, refused := s.evaluate(r.Context(), p, key, audit, rev.Request, meta, &sl)
 		sl.release()
+		if refused != nil {
+			s.turnAway(w, p, key, refused.reason)
+			return
+		}
 		out, err := encodeReview(rev.APIVersion, resp)
 		if err != nil {
 			http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
@@ -187,6 +185,18 @@ func (s *Server) serveAdmission(audit bool) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	}
+}
+
+// turnAway answers 429 for a request that found no place to be evaluated; the apiserver then
+// applies the webhook's failurePolicy.
+func (s *Server) turnAway(w http.ResponseWriter, p *servedPolicy, key registry.Key, reason string) {
+	s.metrics.rejected.WithLabelValues(reason).Inc()
+	w.Header().Set("Retry-After", "1")
+	msg := "policy server overloaded: too many requests waiting"
+	if reason == "policy_saturated" {
+		msg = fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait)
+	}
+	http.Error(w, msg, http.StatusTooManyRequests)
 }
 
 // enterWorker takes a worker slot, waiting in a bounded queue; false means the queue is full or
@@ -213,11 +223,17 @@ func (s *Server) enterWorker(ctx context.Context) bool {
 // evaluate runs the policy and turns its answer into an AdmissionResponse: errors deny (fail
 // closed) with what failed; a mutation becomes a JSONPatch when the policy may mutate and a
 // denial when it may not; monitor mode admits whatever the answer (audit reports it as is).
-func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key, audit bool, request []byte, meta requestMeta, sl *slot) *admissionv1.AdmissionResponse {
+//
+// refused is set, and nothing else, when a borrowed evaluation was cut and found no place to run
+// again: the caller turns the request away as if it had found none at first.
+func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key, audit bool, request []byte, meta requestMeta, sl *slot) (_ *admissionv1.AdmissionResponse, refused *slotRefused) {
 	s.metrics.inFlight.Inc()
 	defer s.metrics.inFlight.Dec()
 	start := time.Now()
 	answer, err := s.validate(ctx, p, request, sl)
+	if errors.As(err, &refused) {
+		return nil, refused
+	}
 	took := time.Since(start)
 	s.metrics.latency.WithLabelValues(p.name).Observe(took.Seconds())
 
@@ -237,9 +253,9 @@ func (s *Server) evaluate(ctx context.Context, p *servedPolicy, key registry.Key
 		if outcome != "accepted" {
 			s.log.Info("monitor mode: request would have been rejected", "policy", key.Name, "uid", meta.UID, "outcome", outcome, "message", messageOf(resp))
 		}
-		return &admissionv1.AdmissionResponse{UID: meta.UID, Allowed: true}
+		return &admissionv1.AdmissionResponse{UID: meta.UID, Allowed: true}, nil
 	}
-	return resp
+	return resp, nil
 }
 
 func (s *Server) decide(p *servedPolicy, key registry.Key, audit bool, answer engine.Response, err error, uid types.UID, request []byte) (*admissionv1.AdmissionResponse, string) {

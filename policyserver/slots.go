@@ -3,8 +3,7 @@ package policyserver
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
+		"sync"
 	"time"
 
 	"regent.dev/regent/policyserver/engine"
@@ -55,11 +54,17 @@ func (s *Server) validate(ctx context.Context, p *servedPolicy, request []byte, 
 	again, reason, ok := s.takeSlot(ctx, p, false)
 	if !ok {
 		*sl = slot{release: func() {}}
-		return engine.Response{}, fmt.Errorf("the evaluation outran the worker it borrowed (%s) and the policy's own share could not take it again (%s)", s.borrowLimit, reason)
+		return engine.Response{}, &slotRefused{reason: reason}
 	}
 	*sl = again
 	return p.Validate(ctx, request)
 }
+
+// slotRefused is a retry after a cut that found no place: the request is turned away as any
+// other beyond the policy's share (429), not denied, since the policy never answered it.
+type slotRefused struct{ reason string }
+
+func (e *slotRefused) Error() string { return "no worker to evaluate again after a cut: " + e.reason }
 
 // DefaultPolicyBorrowLimit bounds an evaluation on a borrowed worker (Options.PolicyBorrowLimit).
 const DefaultPolicyBorrowLimit = 25 * time.Millisecond
