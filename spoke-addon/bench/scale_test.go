@@ -294,7 +294,9 @@ func metricsText(addr string) string {
 	return string(raw)
 }
 
-func scrape(addr, family string) float64 { return sumFamily(strings.NewReader(metricsText(addr)), family) }
+func scrape(addr, family string) float64 {
+	return sumFamily(strings.NewReader(metricsText(addr)), family)
+}
 
 func sumFamily(r io.Reader, family string) float64 {
 	sum := 0.0

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/memlimit"
 	"regent.dev/regent/reports/aggregate"
 	spokeaddon "regent.dev/regent/spoke-addon"
 	"regent.dev/regent/spoke-addon/configpolicy"
@@ -57,6 +61,9 @@ func TestSpokeProcess(t *testing.T) {
 	cfg.QPS, cfg.Burst = spokeaddon.DefaultLocalQPS, spokeaddon.DefaultLocalBurst
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	// As spokeaddon.Run does; REGENT_BENCH_MEMORY_LIMIT=-1 measures the process without it.
+	limit, _ := strconv.ParseInt(os.Getenv("REGENT_BENCH_MEMORY_LIMIT"), 10, 64)
+	memlimit.Apply(ctx, limit, spokeaddon.DefaultMemoryLimit)
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
@@ -93,6 +100,18 @@ func TestSpokeProcess(t *testing.T) {
 	}
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A heap profile at the end of the run, to see what the process's memory holds.
+	if path := os.Getenv("REGENT_BENCH_HEAP_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		runtime.GC()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
