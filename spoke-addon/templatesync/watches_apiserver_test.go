@@ -116,7 +116,9 @@ func TestWatches_OneWatchPerKind_SharedWithTheConfigurationPolicyController(t *t
 	}
 }
 
-func namespaceYAML(name string) string { return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}" }
+func namespaceYAML(name string) string {
+	return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}"
+}
 
 // policyYAML is a replicated policy enforcing one ConfigMap, depending on the Policy dependsOn
 // when set.
