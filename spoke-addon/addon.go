@@ -22,7 +22,6 @@ import (
 
 	"regent.dev/regent/addonidentity"
 	"regent.dev/regent/api/scheme"
-	"regent.dev/regent/memlimit"
 	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
@@ -97,17 +96,7 @@ type Options struct {
 	// Controllers adds controllers that run beside the built-in ones (the ConfigurationPolicy
 	// controller, admission policy controllers).
 	Controllers []func(ctrl.Manager) error
-	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the addon process (as
-	// GOMEMLIMIT). Zero (and GOMEMLIMIT unset) means an adaptive limit: DefaultMemoryLimit, or
-	// 1.25× the live heap when that is more; negative means no limit. Applied by Run only.
-	MemoryLimit int64
 }
-
-// DefaultMemoryLimit is the floor of the soft memory limit the addon gives itself when Options
-// name none and GOMEMLIMIT is unset. Measured (docs/benchmarks.md, session 9): with 500 policies
-// over 5,000 objects the policy side keeps ~45 MB live, and under GOGC alone its RSS peaked at
-// 4× that: watch decoding and evaluations allocate and free far more than the caches hold.
-const DefaultMemoryLimit = 64 << 20
 
 // New builds the addon's manager without starting it.
 func New(opts Options) (manager.Manager, error) {
@@ -226,7 +215,6 @@ func New(opts Options) (manager.Manager, error) {
 
 // Run runs the addon until ctx ends.
 func Run(ctx context.Context, opts Options) error {
-	memlimit.Apply(ctx, opts.MemoryLimit, DefaultMemoryLimit)
 	mgr, err := New(opts)
 	if err != nil {
 		return err

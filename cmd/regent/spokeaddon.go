@@ -15,7 +15,7 @@ import (
 
 func newSpokeAddonCommand() *cobra.Command {
 	var opts spokeaddon.Options
-	var hubKubeconfig, kubeconfig, policyServerURL, policyServerCA, memoryLimit string
+	var hubKubeconfig, kubeconfig, policyServerURL, policyServerCA string
 	var local, hub kubeAPILimits
 	cmd := &cobra.Command{
 		Use:   "spoke-addon",
@@ -36,9 +36,6 @@ func newSpokeAddonCommand() *cobra.Command {
 				return err
 			}
 			opts.Hub, opts.Local = hubCfg, localCfg
-			if opts.MemoryLimit, err = parseMemoryLimit(memoryLimit); err != nil {
-				return err
-			}
 			if policyServerURL != "" {
 				opts.Admission.WebhookURL = func(string) string { return policyServerURL }
 			}
@@ -57,7 +54,6 @@ func newSpokeAddonCommand() *cobra.Command {
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active addon among replicas (the delivered Deployment sets it)")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: --install-namespace)")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
-	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 128Mi); unset: adaptive, the larger of 64Mi and 1.25x the live heap; negative: none")
 	f.BoolVar(&opts.ExternalReportsAggregator, "external-reports-aggregator", false, "leave report aggregation to 'regent reports-aggregator' processes (e.g. sharded) instead of running it here")
 	f.IntVar(&opts.ReportsRollup.MaxResults, "rollup-max-results", rollup.DefaultMaxResults, "worst results (fail, error, warn) a policy's summary on the hub names")
 	f.IntVar(&opts.ReportsRollup.MaxBytes, "rollup-max-bytes", rollup.DefaultMaxBytes, "bound on the serialised results of a policy's summary on the hub")
