@@ -6,5 +6,6 @@
 // each unmet dependency; a dependency cycle is named instead of leaving everything Pending.
 // Dependencies and templates are watched, never polled. The policy's status — per-template
 // compliance with a short history, the aggregate, and the hub generation evaluated — is what
-// status sync reports to the hub.
+// status sync reports to the hub; it is first written when a template reports a compliance (or
+// is Pending, or fails), never for a template that merely exists yet.
 package templatesync

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -19,8 +19,9 @@ import (
 // dependency) and maps each event to exactly the policies concerned: the template's own policy
 // (by label) and every policy depending on that object (by an index kept from reconciles).
 type watches struct {
-	cache cache.Cache
-	ctrl  controller.Controller
+	cache  cache.Cache
+	scheme *runtime.Scheme
+	ctrl   controller.Controller
 
 	mu         sync.Mutex
 	kinds      map[schema.GroupVersionKind]bool
@@ -28,8 +29,8 @@ type watches struct {
 	byPolicy   map[types.NamespacedName][]depKey
 }
 
-func newWatches(c cache.Cache) *watches {
-	return &watches{cache: c, kinds: map[schema.GroupVersionKind]bool{},
+func newWatches(c cache.Cache, s *runtime.Scheme) *watches {
+	return &watches{cache: c, scheme: s, kinds: map[schema.GroupVersionKind]bool{},
 		dependants: map[depKey]map[types.NamespacedName]bool{}, byPolicy: map[types.NamespacedName][]depKey{}}
 }
 
@@ -74,8 +75,7 @@ func (w *watches) ensure(gvk schema.GroupVersionKind) error {
 	if w.kinds[gvk] {
 		return nil
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
+	obj := watchObject(w.scheme, gvk)
 	if err := w.ctrl.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(w.mapper(gvk)))); err != nil {
 		return err
 	}
