@@ -16,39 +16,56 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
-// rolloutStatusReachesTheCopy: the propagator sets each replica's rollout status on the hub, except
-// the initial one, which a replica without any means; the managed cluster's copy carries it
-// either way, and `kubectl get policies` there shows it in the "Rollout status" column (read here
-// as kubectl reads it: the apiserver's table).
+// rolloutStatusReachesTheCopy: the propagator writes a replica's rollout status on the hub only
+// where the replica does not imply it (its spec and its report on its generation:
+// policyv1.ImpliedRolloutStatus); the managed cluster's copy carries it either way, and
+// `kubectl get policies` there shows it in the "Rollout status" column (read here as kubectl
+// reads it: the apiserver's table).
 func (s *suite) rolloutStatusReachesTheCopy(t *testing.T, localCfg *rest.Config) {
 	ctx := context.Background()
+	name := "default.rollout-column"
+	column := func(status policyv1.RolloutStatus) {
+		t.Helper()
+		s.localPolicy(t, name, func(l *policyv1.Policy) (bool, string) {
+			return l.Status.RolloutStatus == status, fmt.Sprintf("local rollout status %q, want %q", l.Status.RolloutStatus, status)
+		})
+		if got := rolloutColumn(t, localCfg, "cluster1", name); got != string(status) {
+			t.Errorf("kubectl get policies on the managed cluster shows Rollout status %q, want %q", got, status)
+		}
+	}
 	// As the propagator creates a progressive rollout's replica in its first pass: inform, and its
-	// creation the only write.
+	// creation the only write. It waits for its turn.
 	p := s.replica(t, "rollout-column", func(p *policyv1.Policy) {
 		p.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.Progressive}
 	})
 	if err := s.hub.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutSucceeded} {
-		if status != policyv1.InitialRolloutStatus(&p.Spec) {
-			// What the hub's propagator writes on the replica.
-			patch := fmt.Sprintf(`{"status":{"rolloutStatus":%q}}`, status)
-			if err := s.hub.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.localPolicy(t, p.Name, func(l *policyv1.Policy) (bool, string) {
-			return l.Status.RolloutStatus == status, fmt.Sprintf("local rollout status %q, want %q", l.Status.RolloutStatus, status)
-		})
-		if got := rolloutColumn(t, localCfg, p.Namespace, p.Name); got != string(status) {
-			t.Errorf("kubectl get policies on the managed cluster shows Rollout status %q, want %q", got, status)
-		}
-	}
-	// The managed cluster's compliance still reaches the hub without taking the hub's field away.
+	column(policyv1.RolloutToApply)
+	// Its turn: the spec turned to enforce, nothing written in its status.
+	s.updateReplica(t, p.Name, func(p *policyv1.Policy) { p.Spec.RemediationAction = policyv1.Enforce })
+	column(policyv1.RolloutProgressing)
+	// The managed cluster's report on that generation is the rollout's success.
 	s.playConfigPolicy(t, "rollout-column-cfg", policyv1.Compliant)
 	s.hubPolicy(t, p.Name, func(h *policyv1.Policy) (bool, string) {
-		return h.Status.ComplianceState == policyv1.Compliant && h.Status.RolloutStatus == policyv1.RolloutSucceeded,
+		return h.ReportedCompliance() == policyv1.Compliant && h.Status.RolloutStatus == "",
+			fmt.Sprintf("hub replica compliant %q at %d of %d, rollout %q", h.Status.ComplianceState, h.Status.LastEvaluatedGeneration, h.Generation, h.Status.RolloutStatus)
+	})
+	column(policyv1.RolloutSucceeded)
+	// A status the replica does not imply is written for its generation, as the propagator
+	// writes it, and wins; the managed cluster's compliance does not take the hub's field away.
+	h := &policyv1.Policy{}
+	if err := s.hub.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, h); err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"status":{"rolloutStatus":"TimeOut","conditions":[{"type":%q,"status":"False","reason":"TimeOut","message":"set by the hub","observedGeneration":%d,"lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`,
+		policyv1.RolloutConditionType, h.Generation)
+	if err := s.hub.Status().Patch(ctx, h, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	column(policyv1.RolloutTimeOut)
+	s.hubPolicy(t, p.Name, func(h *policyv1.Policy) (bool, string) {
+		return h.Status.ComplianceState == policyv1.Compliant && h.Status.RolloutStatus == policyv1.RolloutTimeOut,
 			fmt.Sprintf("hub replica compliant %q rollout %q", h.Status.ComplianceState, h.Status.RolloutStatus)
 	})
 }

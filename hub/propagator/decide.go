@@ -112,8 +112,5 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 // reportOf is the replica's compliance when the managed cluster evaluated the replica's current
 // generation (the contract with the spoke), and nothing otherwise.
 func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
-	if rep.Status.LastEvaluatedGeneration != rep.Generation {
-		return ""
-	}
-	return rep.Status.ComplianceState
+	return rep.ReportedCompliance()
 }

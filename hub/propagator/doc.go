@@ -6,9 +6,13 @@
 // cluster's rollout status, and then writes: the root's status first — it is the rollout's record,
 // so a hub killed at any moment resumes from it; a merge patch, and a reconcile whose cached root
 // predates the hub's own last patch waits for the cache (root_versions.go) — then the replicas
-// (created, updated, put back, deleted) and their rollout status, except the initial one: a
-// replica without a rollout status has the one its spec implies (policyv1.InitialRolloutStatus),
-// so creating a replica is its only write. A create the cache has not seen yet and the apiserver
+// (created, updated, put back, deleted) and their rollout status, except where the replica
+// implies it: a replica without a rollout status written for its generation has the one its spec
+// and its report on that generation imply (policyv1.ImpliedRolloutStatus: ToApply, Progressing,
+// Succeeded, Failed), so a progressive rollout's only writes are a replica's creation and its spec
+// updates, and a spec update makes any status written before stale by itself; only a status the
+// replica does not imply (TimeOut, a root that only informs) is written, with the generation it
+// describes, and removed once it no longer holds. A create the cache has not seen yet and the apiserver
 // answers "already exists" is no failure. Nothing is written when nothing changed. A replica write the
 // apiserver refuses fails only its cluster: it is named on the root (condition ReplicasWritten)
 // and retried, while the other clusters move on and the rollout's own recheck time is kept. A root

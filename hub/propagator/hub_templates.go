@@ -109,12 +109,12 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, run *hubTemplateRu
 // resolved for its cluster, and is current when both hashes of hubTemplatesAnnotation are.
 // A template that does not resolve leaves the replica as it is; the error is the cluster's
 // write failure, which the root reports.
-func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) (int64, error) {
 	root := run.root
 	enc := &replicaEncryption{r: r, ctx: ctx, cluster: cluster, existing: existing}
 	resolved, err := r.resolveHubTemplates(ctx, run, cluster, spec, enc)
 	if err != nil {
-		return fmt.Errorf("hub templates of %s/%s for cluster %s: %w", root.Namespace, root.Name, cluster, err)
+		return 0, fmt.Errorf("hub templates of %s/%s for cluster %s: %w", root.Namespace, root.Name, cluster, err)
 	}
 	want := newReplica(root, cluster, resolved)
 	if want.Annotations == nil {
@@ -126,24 +126,24 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 		want.Annotations[templates.IVAnnotation] = iv
 	}
 	if existing != nil && mapsEqual(existing.Labels, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
-		return nil
+		return 0, nil
 	}
 	if existing == nil {
 		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
+			return 0, fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
 		}
 		r.expect.wrote(replicaKey(root, cluster), "", want.ResourceVersion)
 		writes.WithLabelValues("create", "policies").Inc()
-		return nil
+		return want.Generation, nil
 	}
 	want.ResourceVersion = existing.ResourceVersion
 	want.Status = existing.Status
 	if err := r.Client.Update(ctx, want); err != nil {
-		return fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
+		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
 	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
-	return nil
+	return want.Generation, nil
 }
 
 // templatedHash is the root-spec hash a replica built from hub templates records, if it is one.

@@ -212,11 +212,16 @@ func TestHubWrites_RestartOnASettledFleetWritesNothing(t *testing.T) {
 		return len(e.replicas("all")) == 3 && len(e.replicas("inform")) == 3 && len(withStatus(p, policyv1.RolloutProgressing)) == 1,
 			fmt.Sprintf("prog %v", statuses(p))
 	})
-	// One cluster answered: its rollout status (Succeeded) is written, not the initial one.
+	// Two clusters answered. Compliant reads as Succeeded from the replica itself: nothing is
+	// written. NonCompliant on a root that only informs is a success the replica does not imply:
+	// that status is written, and a restart must not write it again either.
 	e.answer("all", clusters[0], policyv1.Compliant)
-	e.eventually("answer recorded", func() (bool, string) {
-		r := e.replicas("all")[clusters[0]]
-		return r.Status.RolloutStatus == policyv1.RolloutSucceeded, string(r.Status.RolloutStatus)
+	e.answer("inform", clusters[0], policyv1.NonCompliant)
+	e.eventually("answers recorded", func() (bool, string) {
+		a, i := e.replicas("all")[clusters[0]], e.replicas("inform")[clusters[0]]
+		return statuses(e.root("all"))[clusters[0]] == policyv1.RolloutSucceeded && a.EffectiveRolloutStatus() == policyv1.RolloutSucceeded &&
+				i.Status.RolloutStatus == policyv1.RolloutSucceeded,
+			fmt.Sprintf("all %q, inform %q", a.EffectiveRolloutStatus(), i.Status.RolloutStatus)
 	})
 	before := controllerMetric("controller_runtime_reconcile_total", "controller")
 	e.touchBinding("b")

@@ -13,7 +13,7 @@ const (
 	ClusterNameLabel    = frameworkPrefix + "cluster-name"
 	ClusterNSLabel      = frameworkPrefix + "cluster-namespace"
 	lastAppliedConfig   = "kubectl.kubernetes.io/last-applied-configuration"
-	rolloutCondition    = "Rollout"
+	rolloutCondition    = policyv1.RolloutConditionType
 	propagatedCondition = "Propagated"
 	overridesCondition  = "BindingOverridesIgnored"
 )

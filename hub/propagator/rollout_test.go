@@ -151,9 +151,12 @@ func TestRollout_Progressive_DeadlineTimesOutASilentCluster(t *testing.T) {
 	if s[c1] != policyv1.RolloutTimeOut || s[c2] != policyv1.RolloutSucceeded {
 		t.Fatalf("statuses %v, want %s TimeOut and %s Succeeded", s, c1, c2)
 	}
-	if rep := e.replicas("p")[c1]; rep.Status.RolloutStatus != policyv1.RolloutTimeOut {
-		t.Errorf("replica rollout status %q, want TimeOut", rep.Status.RolloutStatus)
-	}
+	// TimeOut is no status a replica implies: it is written, after the root's record.
+	e.eventually("TimeOut on the replica", func() (bool, string) {
+		rep := e.replicas("p")[c1]
+		return rep.Status.RolloutStatus == policyv1.RolloutTimeOut && rep.EffectiveRolloutStatus() == policyv1.RolloutTimeOut,
+			fmt.Sprintf("replica rollout status %q", rep.Status.RolloutStatus)
+	})
 }
 
 func TestRollout_ProgressivePerGroup_MandatoryFirstThenStopsWhenFailureBudgetSpent(t *testing.T) {

@@ -92,7 +92,7 @@ func TestWriteFailures_OneRefusingClusterIsReportedAndTheOthersRollOut(t *testin
 			return false, "a replica on the refusing cluster"
 		}
 		for _, c := range []string{a, b} {
-			if reps[c] == nil || reps[c].Status.RolloutStatus != policyv1.RolloutSucceeded {
+			if reps[c] == nil || reps[c].EffectiveRolloutStatus() != policyv1.RolloutSucceeded {
 				return false, fmt.Sprintf("replica on %s: %+v", c, reps[c])
 			}
 		}

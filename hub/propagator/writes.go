@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,12 +57,13 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
 	// a cluster and gives it to another, the two are never enforced at once. So a cluster that
 	// could not be told to stop holds back every cluster about to start.
+	gens := &generations{m: map[string]int64{}}
 	stopped := r.eachCluster(clusters, func(cluster string) error {
 		spec := p.desired[cluster]
 		if enforcing(spec) {
 			return nil
 		}
-		return r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster])
+		return gens.record(cluster)(r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster]))
 	})
 	maps.Copy(failed, stopped)
 	out := writeOutcome{failed: failed}
@@ -82,7 +85,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			if !enforcing(spec) {
 				return nil
 			}
-			return r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster])
+			return gens.record(cluster)(r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster]))
 		}))
 	}
 	// A pass that created replicas leaves their rollout status to the next one, which the creations'
@@ -101,7 +104,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	}
 	if !created {
 		maps.Copy(failed, r.eachCluster(written, func(cluster string) error {
-			return r.writeStatus(ctx, root, cluster, p, existing[cluster])
+			return r.writeStatus(ctx, root, cluster, p, existing[cluster], gens.get(cluster))
 		}))
 	}
 	var gone []string
@@ -139,13 +142,14 @@ func isEnforce(spec *policyv1.PolicySpec) bool {
 	return enforces(spec)
 }
 
-// writeSpec writes the replica of cluster; run is set when root has hub templates.
-func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) error {
+// writeSpec writes the replica of cluster; run is set when root has hub templates. It returns the
+// replica's generation after the write, 0 when nothing was written.
+func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) (int64, error) {
 	if run != nil {
 		return r.writeTemplatedSpec(ctx, run, cluster, spec, hash, existing)
 	}
 	if existing != nil && replicaCurrent(existing, root, spec, hash) {
-		return nil
+		return 0, nil
 	}
 	want := newReplica(root, cluster, spec)
 	if existing == nil {
@@ -156,35 +160,92 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 			// its watch event arrives, which requeues the root, and it is compared then.
 			r.expect.wrote(replicaKey(root, cluster), "", "")
 			writes.WithLabelValues("create", "policies").Inc()
-			return errUnseen
+			return 0, errUnseen
 		}
 		if err != nil {
-			return fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
+			return 0, fmt.Errorf("create replica %s/%s: %w", cluster, want.Name, err)
 		}
 		r.expect.wrote(replicaKey(root, cluster), "", want.ResourceVersion)
 		writes.WithLabelValues("create", "policies").Inc()
-		return nil
+		return want.Generation, nil
 	}
 	// Update with the cached resourceVersion: an edit the cache has not seen yet fails with a
 	// conflict and the reconcile is retried with fresh data rather than overwriting blindly.
 	want.ResourceVersion = existing.ResourceVersion
 	want.Status = existing.Status
 	if err := r.Client.Update(ctx, want); err != nil {
-		return fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
+		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
 	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
-	return nil
+	return want.Generation, nil
 }
 
-// writeStatus applies the cluster's rollout status to its replica: the status itself and a
-// Rollout condition whose lastTransitionTime is the rollout clock of that cluster, so the spoke
-// and anyone reading the replica see the same clock as the root. Server-side apply, so the
-// compliance the spoke writes into the same status is never overwritten.
-func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy) error {
-	c := p.decision.Clusters[cluster]
-	if existing != nil && replicaStatusCurrent(existing, p.desired[cluster], c.Status, c.LastTransitionTime) {
+// generations are the replicas' generations after the spec writes of a pass, by cluster, for the
+// rollout statuses written next.
+type generations struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// record returns what keeps a spec write's generation and passes its error on.
+func (g *generations) record(cluster string) func(int64, error) error {
+	return func(gen int64, err error) error {
+		if err == nil && gen != 0 {
+			g.mu.Lock()
+			g.m[cluster] = gen
+			g.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// get returns the generation cluster's replica has after this pass's spec write, 0 when none was
+// written.
+func (g *generations) get(cluster string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[cluster]
+}
+
+// writeStatus gives the replica the rollout status the rollout decided for its cluster, writing it
+// only where the replica does not imply it already (policyv1.ImpliedRolloutStatus): every reader
+// takes an absent status, or one written for an earlier generation, as the implied one, so a
+// progressive rollout's only writes are the replica's creation and its spec updates. A status that
+// must be written comes with a Rollout condition whose observedGeneration is the generation it
+// describes (a later spec update makes it stale without another write) and whose
+// lastTransitionTime is the rollout clock of that cluster, the root's. A status written before
+// that no longer holds is removed, so the replica's own rollout status field never shows an older
+// one. Server-side apply, so the compliance the spoke writes into the same status is never
+// overwritten. written is the replica's generation after this pass's spec write, 0 when none. The
+// cached replica has no spec but its remediation action (TrimReplica): what it implies is read
+// from the plan's spec it matches.
+func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy, written int64) error {
+	if existing == nil {
 		return nil
+	}
+	c := p.decision.Clusters[cluster]
+	spec := p.desired[cluster]
+	gen, implied := existing.Generation, policyv1.ImpliedRolloutStatus(spec, existing.ReportedCompliance())
+	switch {
+	case written != 0 && written != existing.Generation:
+		// A new spec, not evaluated yet: only the spec speaks for it.
+		gen, implied = written, policyv1.InitialRolloutStatus(spec)
+	case !specMatches(existing, spec, p.hash[spec]):
+		// Another spec than the plan's, left as it was (its cluster's turn is held): the cache
+		// keeps only its remediation action, and the strategy is the root's.
+		carried := &policyv1.PolicySpec{RemediationAction: existing.Spec.RemediationAction, RolloutStrategy: spec.RolloutStrategy}
+		implied = policyv1.ImpliedRolloutStatus(carried, existing.ReportedCompliance())
+	}
+	want := c.Status
+	if want == implied {
+		want = ""
+	}
+	if replicaStatusCurrent(existing, want, c.Status, c.LastTransitionTime, gen) {
+		return nil
+	}
+	if want == "" {
+		return r.clearStatus(ctx, root, cluster, existing)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(policyv1.GroupVersion.String())
@@ -192,11 +253,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, clu
 	u.SetNamespace(cluster)
 	u.SetName(ReplicaName(root))
 	u.Object["status"] = map[string]any{
-		"rolloutStatus": string(c.Status),
+		"rolloutStatus": string(want),
 		"conditions": []any{map[string]any{
-			"type":               rolloutCondition,
-			"status":             string(conditionStatus(c.Status)),
-			"reason":             string(c.Status),
+			"type":               policyv1.RolloutConditionType,
+			"status":             string(conditionStatus(want)),
+			"observedGeneration": gen,
+			"reason":             string(want),
 			"message":            "rollout status of this cluster, set by the hub",
 			"lastTransitionTime": c.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z"),
 		}},
@@ -207,6 +269,30 @@ func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, clu
 	}
 	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
 	writes.WithLabelValues("apply", "policies/status").Inc()
+	return nil
+}
+
+// clearStatus removes the rollout status the hub wrote on a replica, and its Rollout condition,
+// when it no longer holds and the replica implies the right one. A merge patch, not an apply of
+// nothing: on a replica whose cluster has not reported yet, that would leave its status null,
+// which the schema refuses. The hub is the only writer of a replica's conditions.
+func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, cluster string, existing *policyv1.Policy) error {
+	var conditions []metav1.Condition
+	for _, c := range existing.Status.Conditions {
+		if c.Type != policyv1.RolloutConditionType {
+			conditions = append(conditions, c)
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"rolloutStatus": nil, "conditions": conditions}})
+	if err != nil {
+		return err
+	}
+	rep := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: ReplicaName(root)}}
+	if err := r.Client.Status().Patch(ctx, rep, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("remove the rollout status of replica %s/%s: %w", cluster, rep.Name, err)
+	}
+	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), rep.ResourceVersion)
+	writes.WithLabelValues("patch", "policies/status").Inc()
 	return nil
 }
 
@@ -221,22 +307,19 @@ func cachedRV(rep *policyv1.Policy) string {
 	return rep.ResourceVersion
 }
 
-// replicaStatusCurrent says whether the replica, about to carry spec, already shows status. One
-// without a rollout status shows the initial one its spec implies: that is what makes a replica's
-// creation its only write while its cluster keeps that status. Its clock is then the root's alone.
-func replicaStatusCurrent(rep *policyv1.Policy, spec *policyv1.PolicySpec, status policyv1.RolloutStatus, since *metav1.Time) bool {
-	if rep.Status.RolloutStatus == "" {
-		return spec != nil && policyv1.InitialRolloutStatus(spec) == status
+// replicaStatusCurrent says whether the replica, at generation gen once this pass's spec write is
+// done, already shows what writeStatus would apply: want, or nothing when want is "" (the decided
+// status is implied). A status written for gen, or without a generation (before the hub recorded
+// one), that says the decided status all the same is left as it is rather than removed.
+func replicaStatusCurrent(rep *policyv1.Policy, want, decided policyv1.RolloutStatus, since *metav1.Time, gen int64) bool {
+	written := rep.Status.RolloutStatus
+	cond := meta.FindStatusCondition(rep.Status.Conditions, policyv1.RolloutConditionType)
+	if want == "" {
+		return written == "" && cond == nil ||
+			written == decided && (cond == nil || cond.ObservedGeneration == 0 || cond.ObservedGeneration == gen)
 	}
-	if rep.Status.RolloutStatus != status {
-		return false
-	}
-	for _, c := range rep.Status.Conditions {
-		if c.Type == rolloutCondition {
-			return c.Reason == string(status) && c.LastTransitionTime.Equal(since)
-		}
-	}
-	return false
+	return written == want && cond != nil && cond.Reason == string(want) && cond.ObservedGeneration == gen &&
+		cond.LastTransitionTime.Equal(since)
 }
 
 func conditionStatus(s policyv1.RolloutStatus) metav1.ConditionStatus {

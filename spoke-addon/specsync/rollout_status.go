@@ -14,8 +14,9 @@ import (
 // copyRolloutStatus gives the managed cluster's copy the rollout status the hub's propagator set
 // on the replica (ToApply while it waits for its turn to enforce, Progressing, Succeeded…), so
 // `kubectl get policies` on the managed cluster shows where the cluster is in the rollout, as on
-// OCM. A replica without one has the initial status its spec implies: the hub does not write that
-// one, and the copy shows it all the same. The hub owns that field; status sync reports only
+// OCM. A replica without one written for its generation has the status its spec and its report
+// imply (policyv1.ImpliedRolloutStatus): the hub does not write that one, and the copy shows it all
+// the same. The hub owns that field; status sync reports only
 // compliance back, so the two never write the same field.
 func (r *Reconciler) copyRolloutStatus(ctx context.Context, local, hub *policyv1.Policy) error {
 	want := hub.EffectiveRolloutStatus()

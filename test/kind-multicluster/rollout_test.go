@@ -87,7 +87,7 @@ spec: {clusterSet: e2e}`, placementYAML)
 		eventually(t, 3*time.Minute, func() (bool, string) {
 			dev, prod := e.replica(t, "dev1", "rollout"), e.replica(t, "prod1", "rollout")
 			if prod != nil && prod.Spec.RemediationAction == policyv1.Enforce &&
-				(dev == nil || dev.Status.RolloutStatus != policyv1.RolloutSucceeded) {
+				(dev == nil || dev.EffectiveRolloutStatus() != policyv1.RolloutSucceeded) {
 				t.Fatalf("prod enforced while dev is %v", dev)
 			}
 			root := e.root(t, "rollout")

@@ -3,6 +3,7 @@ package v1
 import (
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 )
 
@@ -24,12 +25,15 @@ const (
 	RolloutTimeOut RolloutStatus = "TimeOut"
 )
 
-// InitialRolloutStatus is the rollout status a replica has while none is written: the hub does
-// not spend a second request per replica on the value its creation already implies, so every
-// reader takes an absent rollout status as this one. A replica holding a progressive rollout's
+// RolloutConditionType is the type of the condition the hub writes beside a replica's rollout
+// status (and on a root, beside its record). On a replica its observedGeneration is the
+// replica's generation the written status describes.
+const RolloutConditionType = "Rollout"
+
+// InitialRolloutStatus is the rollout status of a replica carrying spec that has not reported on
+// its generation yet, while the hub wrote none for it. A replica holding a progressive rollout's
 // version as inform waits for its turn (ToApply); any other has the version it gets and has not
-// reported on it yet (Progressing). A root that only informs yet names a progressive strategy is
-// the one case where the hub writes Progressing explicitly.
+// reported on it yet (Progressing).
 func InitialRolloutStatus(spec *PolicySpec) RolloutStatus {
 	progressive := spec.RolloutStrategy != nil &&
 		(spec.RolloutStrategy.Type == clusterv1alpha1.Progressive || spec.RolloutStrategy.Type == clusterv1alpha1.ProgressivePerGroup)
@@ -39,10 +43,57 @@ func InitialRolloutStatus(spec *PolicySpec) RolloutStatus {
 	return RolloutProgressing
 }
 
-// EffectiveRolloutStatus is a replica's rollout status, the initial one when none is written.
-func (p *Policy) EffectiveRolloutStatus() RolloutStatus {
-	if p.Status.RolloutStatus != "" {
-		return p.Status.RolloutStatus
+// ImpliedRolloutStatus is the rollout status a replica carrying spec has while the hub wrote none
+// for its generation, given report, the compliance the managed cluster reported for that
+// generation ("" while none). It is what the hub's rollout decides in every common case, so the
+// hub spends no request on it: creating a replica and updating its spec are the only writes of a
+// progressive rollout, and a spec update makes whatever status was written before stale by
+// itself. A replica waiting for its turn stays ToApply whatever it reports on its inform
+// version; otherwise Compliant is Succeeded and NonCompliant Failed. The hub writes the status
+// only where its decision differs: a progress deadline passed (TimeOut), a root that only
+// informs (any report is a success), a root that informs yet names a progressive strategy.
+func ImpliedRolloutStatus(spec *PolicySpec, report ComplianceState) RolloutStatus {
+	initial := InitialRolloutStatus(spec)
+	if initial == RolloutToApply {
+		return initial
 	}
-	return InitialRolloutStatus(&p.Spec)
+	switch report {
+	case Compliant:
+		return RolloutSucceeded
+	case NonCompliant:
+		return RolloutFailed
+	}
+	return initial
+}
+
+// WrittenRolloutStatus is the rollout status the hub wrote for the replica's current generation,
+// "" when none: never written, or written for an earlier generation (its Rollout condition's
+// observedGeneration is older). A status without a generation (written before the hub recorded
+// one) counts as current.
+func (p *Policy) WrittenRolloutStatus() RolloutStatus {
+	if p.Status.RolloutStatus == "" {
+		return ""
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, RolloutConditionType); c != nil && c.ObservedGeneration != 0 && c.ObservedGeneration != p.Generation {
+		return ""
+	}
+	return p.Status.RolloutStatus
+}
+
+// ReportedCompliance is the replica's compliance when the managed cluster evaluated its current
+// generation (the contract with the spoke), "" otherwise.
+func (p *Policy) ReportedCompliance() ComplianceState {
+	if p.Status.LastEvaluatedGeneration != p.Generation {
+		return ""
+	}
+	return p.Status.ComplianceState
+}
+
+// EffectiveRolloutStatus is a replica's rollout status: the one the hub wrote for its current
+// generation, else the one its spec and report imply.
+func (p *Policy) EffectiveRolloutStatus() RolloutStatus {
+	if s := p.WrittenRolloutStatus(); s != "" {
+		return s
+	}
+	return ImpliedRolloutStatus(&p.Spec, p.ReportedCompliance())
 }
