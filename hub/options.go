@@ -27,9 +27,14 @@ type Options struct {
 	// QPS and Burst limit the hub's requests to the apiserver; DefaultQPS/DefaultBurst when zero.
 	QPS   float32
 	Burst int
-	// Workers is how many root policies reconcile at once and how many writes one reconcile
-	// issues at once; DefaultWorkers when zero.
+	// Workers is how many writes one root's reconcile issues at once, and how many roots
+	// reconcile at once unless ConcurrentRoots says otherwise; DefaultWorkers when zero.
 	Workers int
+	// ConcurrentRoots, when positive, is how many root policies reconcile at once. Each holds a
+	// working set the size of its clusters (decisions, plan, the root's status), so on a hub of a
+	// few cores more roots at once add memory rather than speed (hub/BENCHMARKS.md). Workers when
+	// zero.
+	ConcurrentRoots int
 	// MaxReplicatedBytes caps the bytes one root policy's replicas take in etcd (the serialized
 	// replica times the clusters it selects); a root over it is not propagated and says so in its
 	// Propagated condition. DefaultMaxReplicatedBytes when zero; negative means no cap.
@@ -57,6 +62,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
+	}
+	if o.ConcurrentRoots <= 0 {
+		o.ConcurrentRoots = o.Workers
 	}
 	if o.MaxReplicatedBytes == 0 {
 		o.MaxReplicatedBytes = DefaultMaxReplicatedBytes
