@@ -26,6 +26,8 @@ func trimPolicy(obj any) (any, error) {
 			p.Status.Details = servingDetails(p.Status.Details)
 			propagator.TrimReplica(p)
 			propagator.CompactReplica(p)
+		} else {
+			propagator.CompactRoot(p)
 		}
 	}
 	return obj, nil

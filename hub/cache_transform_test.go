@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -163,5 +164,37 @@ func TestTrimPolicy_LeavesARootsMetadataItsOwn(t *testing.T) {
 	}
 	if reflect.ValueOf(root.Labels).UnsafePointer() != reflect.ValueOf(labels).UnsafePointer() {
 		t.Errorf("a root's labels were replaced: the hub writes its root back")
+	}
+}
+
+// A root's status has a line per cluster: the cache shares its strings and equal times, and
+// changes none of its contents (the hub patches the status from a copy of it).
+func TestTrimPolicy_RootStatusSharedNotChanged(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC))
+	root := func(name string) *policyv1.Policy {
+		p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		for _, cluster := range []string{"c1", "c2"} {
+			when := at
+			p.Status.Status = append(p.Status.Status, &policyv1.CompliancePerClusterStatus{ClusterName: strings.Clone(cluster),
+				ClusterNamespace: strings.Clone(cluster), ComplianceState: policyv1.Compliant, RolloutStatus: policyv1.RolloutSucceeded,
+				LastTransitionTime: &when})
+		}
+		return p
+	}
+	a, b := root("a"), root("b")
+	want := a.Status.DeepCopy()
+	for _, p := range []*policyv1.Policy{a, b} {
+		if _, err := trimPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(&a.Status, want) {
+		t.Errorf("root status changed: %+v, was %+v", a.Status, *want)
+	}
+	if unsafe.StringData(a.Status.Status[0].ClusterName) != unsafe.StringData(b.Status.Status[0].ClusterNamespace) {
+		t.Errorf("roots keep copies of a cluster's name")
+	}
+	if a.Status.Status[0].LastTransitionTime != a.Status.Status[1].LastTransitionTime {
+		t.Errorf("equal transition times of one root not shared")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unique"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
@@ -37,6 +39,33 @@ func CompactReplica(p *policyv1.Policy) {
 	p.Status.RolloutStatus = policyv1.RolloutStatus(intern(string(p.Status.RolloutStatus)))
 	// Never read on a replica and never set by this hub.
 	p.OwnerReferences = nil
+}
+
+// CompactRoot makes a root's status, one line per selected cluster (3,000 lines for a root on
+// 3,000 clusters, as many as its replicas), share its strings with the other roots' lines and its
+// equal transition times with its own other lines. Contents are unchanged: the hub writes a root's
+// status back, from a deep copy.
+func CompactRoot(p *policyv1.Policy) {
+	if isReplica(p) {
+		return
+	}
+	times := map[metav1.Time]*metav1.Time{}
+	for _, c := range p.Status.Status {
+		if c == nil {
+			continue
+		}
+		c.ClusterName, c.ClusterNamespace = intern(c.ClusterName), intern(c.ClusterNamespace)
+		c.ComplianceState = policyv1.ComplianceState(intern(string(c.ComplianceState)))
+		c.RolloutStatus = policyv1.RolloutStatus(intern(string(c.RolloutStatus)))
+		if c.LastTransitionTime == nil {
+			continue
+		}
+		if shared, ok := times[*c.LastTransitionTime]; ok {
+			c.LastTransitionTime = shared
+		} else {
+			times[*c.LastTransitionTime] = c.LastTransitionTime
+		}
+	}
 }
 
 func intern(s string) string {
