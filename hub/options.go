@@ -30,10 +30,9 @@ type Options struct {
 	// Workers is how many writes one root's reconcile issues at once, and how many roots
 	// reconcile at once unless ConcurrentRoots says otherwise; DefaultWorkers when zero.
 	Workers int
-	// ConcurrentRoots, when positive, is how many root policies reconcile at once. Each holds a
-	// working set the size of its clusters (decisions, plan, the root's status), so on a hub of a
-	// few cores more roots at once add memory rather than speed (hub/BENCHMARKS.md). Workers when
-	// zero.
+	// ConcurrentRoots, when positive, is how many root policies reconcile at once; Workers when
+	// zero. Measured on 2 cores at 60,000 replicas, 4 instead of 16 saved neither memory nor time
+	// (docs/benchmarks.md, Session 9): an operator's knob, not a default to change.
 	ConcurrentRoots int
 	// MaxReplicatedBytes caps the bytes one root policy's replicas take in etcd (the serialized
 	// replica times the clusters it selects); a root over it is not propagated and says so in its
