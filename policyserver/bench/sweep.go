@@ -148,10 +148,12 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 		fmt.Println()
 	}
 	if opaBin != "" {
-		for _, t := range targets[:2] {
+		// OPA's server is the last target; every Regent target is compared with it.
+		opa := targets[len(targets)-1]
+		for _, t := range targets[:len(targets)-1] {
 			fmt.Printf("| ratio %s / OPA |", t.name)
 			for _, b := range o.bounds {
-				if k := loadgen.Knee(targets[2].points, b); k > 0 {
+				if k := loadgen.Knee(opa.points, b); k > 0 {
 					fmt.Printf(" %.2f× |", loadgen.Knee(t.points, b)/k)
 				} else {
 					fmt.Print(" — |")

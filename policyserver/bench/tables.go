@@ -209,9 +209,21 @@ func checkAllowed(b []byte) error {
 	var review struct {
 		Response struct {
 			Allowed bool `json:"allowed"`
+			Status  *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"status"`
 		} `json:"response"`
 	}
-	if err := json.Unmarshal(b, &review); err != nil || !review.Response.Allowed {
+	if err := json.Unmarshal(b, &review); err != nil {
+		return fmt.Errorf("not an AdmissionReview: %s", b)
+	}
+	if !review.Response.Allowed {
+		// The message first: it says why (a timeout, a policy error), and the sweep shows only
+		// the first 200 characters of an error.
+		if st := review.Response.Status; st != nil {
+			return fmt.Errorf("not allowed (%d): %s", st.Code, st.Message)
+		}
 		return fmt.Errorf("not allowed: %s", b)
 	}
 	return nil
