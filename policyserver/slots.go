@@ -3,7 +3,7 @@ package policyserver
 import (
 	"context"
 	"errors"
-		"sync"
+	"sync"
 	"time"
 
 	"regent.dev/regent/policyserver/engine"
