@@ -30,7 +30,7 @@ func (s *Server) Audit(ctx context.Context, policy string, generation int64, req
 	// The background scan never borrows: it takes what admission leaves.
 	sl, reason, ok := s.takeSlot(ctx, p, false)
 	if !ok {
-		if reason == "policy_saturated" {
+		if reason == reasonSaturated {
 			return nil, "", fmt.Errorf("%w: policy %s saturated", ErrBusy, policy)
 		}
 		return nil, "", fmt.Errorf("%w: too many requests waiting", ErrBusy)

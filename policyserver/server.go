@@ -193,7 +193,7 @@ func (s *Server) turnAway(w http.ResponseWriter, p *servedPolicy, key registry.K
 	s.metrics.rejected.WithLabelValues(reason).Inc()
 	w.Header().Set("Retry-After", "1")
 	msg := "policy server overloaded: too many requests waiting"
-	if reason == "policy_saturated" {
+	if reason == reasonSaturated {
 		msg = fmt.Sprintf("policy %s is saturated: its evaluations running or waiting reached its share of the server (%d requests, or %s of expected wait)", key.Name, p.limiter.max, p.limiter.wait)
 	}
 	http.Error(w, msg, http.StatusTooManyRequests)

@@ -12,6 +12,13 @@ import (
 // errBorrowEnded cuts an evaluation that ran past its borrowed time.
 var errBorrowEnded = errors.New("borrowed worker time ended")
 
+// Why takeSlot turned a request away; also the reason label of
+// regent_policyserver_requests_rejected_total.
+const (
+	reasonSaturated  = "policy_saturated"
+	reasonOverloaded = "overloaded"
+)
+
 // slot is a request's place to evaluate: its policy's share (its own or borrowed) and one of the
 // server's workers. release gives both back, once.
 type slot struct {
@@ -26,11 +33,11 @@ func (s *Server) takeSlot(ctx context.Context, p *servedPolicy, mayBorrow bool) 
 	// headers, never its body (up to maxReviewBytes each).
 	leave, borrowed, ok := p.limiter.enter(ctx, mayBorrow && s.borrowLimit > 0)
 	if !ok {
-		return slot{}, "policy_saturated", false
+		return slot{}, reasonSaturated, false
 	}
 	if !s.enterWorker(ctx) {
 		leave()
-		return slot{}, "overloaded", false
+		return slot{}, reasonOverloaded, false
 	}
 	return slot{borrowed: borrowed, release: sync.OnceFunc(func() { <-s.workers; leave() })}, "", true
 }
