@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -63,6 +65,10 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "regent-hub",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// The priority queue (controller-runtime's default) can deadlock at shutdown in v0.23:
+		// kubernetes-sigs/controller-runtime#3538. The hub's queues hold roots, a few hundred at
+		// most, so ordering the initial list last buys little.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 		// Managed fields are half of a replica's size and the hub never reads them.
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),

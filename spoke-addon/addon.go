@@ -125,7 +125,9 @@ func New(opts Options) (manager.Manager, error) {
 		// A replica that stops hands over at once instead of after the Lease's duration.
 		LeaderElectionReleaseOnCancel: true,
 		// A process may build the addon more than once (tests run several addons in-process).
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// The priority queue (controller-runtime's default) can deadlock at shutdown in v0.23:
+		// kubernetes-sigs/controller-runtime#3538. No controller here sets priorities.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 		// Template and dependency objects are read through the watches that wake their policies,
 		// so a read never sees older state than the event that caused it.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},

@@ -4,7 +4,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
@@ -64,6 +66,8 @@ func newReportsAggregatorCommand() *cobra.Command {
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        fmt.Sprintf("regent-reports-aggregator-%d-of-%d", sh.Index, sh.Count),
 				LeaderElectionNamespace: leaseNamespace,
+				// controller-runtime#3538: the v0.23 priority queue can deadlock at shutdown.
+				Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 			})
 			if err != nil {
 				return err

@@ -7,12 +7,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"open-cluster-management.io/addon-framework/pkg/addonmanager"
 	"open-cluster-management.io/addon-framework/pkg/utils"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	addonclient "open-cluster-management.io/api/client/addon/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -50,6 +52,8 @@ func Run(ctx context.Context, hub *rest.Config, opts Options) error {
 		Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		LeaderElection: opts.LeaderElection, LeaderElectionID: LeaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace, LeaderElectionReleaseOnCancel: true,
+		// controller-runtime#3538: the v0.23 priority queue can deadlock at shutdown.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 	})
 	if err != nil {
 		return err
