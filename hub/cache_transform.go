@@ -14,7 +14,8 @@ var stripManagedFields = cache.TransformStripManagedFields()
 // history (status.details, up to ten entries per template in OCM) is the spoke's report to humans;
 // the rollout reads only its aggregate compliance and evaluated generation, and a hub caches one
 // replica per cluster and root. Of the details only an admission policy's serving generation
-// stays, for the dashboard (servingDetails).
+// stays, for the dashboard (servingDetails). What is left is shared with the other replicas where
+// equal (propagator.CompactReplica).
 func trimPolicy(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
@@ -24,6 +25,9 @@ func trimPolicy(obj any) (any, error) {
 		if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
 			p.Status.Details = servingDetails(p.Status.Details)
 			propagator.TrimReplica(p)
+			propagator.CompactReplica(p)
+		} else {
+			propagator.CompactRoot(p)
 		}
 	}
 	return obj, nil

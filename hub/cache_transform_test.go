@@ -1,11 +1,16 @@
 package hub
 
 import (
+	"reflect"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/hub/propagator"
@@ -99,5 +104,97 @@ func TestTrimReport_KeepsTheSummaryDropsTheWorstResults(t *testing.T) {
 	}
 	if r.Results != nil || r.ManagedFields != nil || r.Summary.Fail != 1 || r.Summary.Pass != 2 || r.Name != "ns.p" {
 		t.Errorf("trimmed report %+v", r)
+	}
+}
+
+// Each field below is read by the hub from its cached replicas: the propagator (root label, spec
+// hash, remediation, labels and annotations against the ones it wants, generation and compliance
+// for the rollout, resourceVersion for its expectations, uid for the precondition of a delete, the
+// IV of an encrypted hub template), policy_governance_info (name, namespace, compliance) and the
+// dashboard (root label, serving details).
+func TestTrimPolicy_KeepsWhatEachReaderNeeds(t *testing.T) {
+	replica := func(cluster string) *policyv1.Policy {
+		p := &policyv1.Policy{
+			ObjectMeta: metav1.ObjectMeta{Name: "ns.p", Namespace: cluster, UID: "uid-" + types.UID(cluster), ResourceVersion: "42", Generation: 3,
+				Labels: map[string]string{propagator.RootPolicyLabel: "ns.p", propagator.ClusterNameLabel: cluster,
+					propagator.ClusterNSLabel: cluster, "team": "a"},
+				Annotations: map[string]string{"policy.open-cluster-management.io/standards": "NIST"}},
+			Spec: policyv1.PolicySpec{RemediationAction: policyv1.Enforce},
+			Status: policyv1.PolicyStatus{ComplianceState: policyv1.NonCompliant, RolloutStatus: policyv1.RolloutSucceeded,
+				LastEvaluatedGeneration: 3},
+		}
+		if _, err := trimPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := replica(strings.Clone("c1")), replica(strings.Clone("c2"))
+	if a.Name != "ns.p" || a.Namespace != "c1" || a.UID != "uid-c1" || a.ResourceVersion != "42" || a.Generation != 3 {
+		t.Errorf("identity lost: %+v", a.ObjectMeta)
+	}
+	if a.Labels[propagator.RootPolicyLabel] != "ns.p" || a.Labels["team"] != "a" || a.Annotations["policy.open-cluster-management.io/standards"] != "NIST" {
+		t.Errorf("metadata lost: labels %v, annotations %v", a.Labels, a.Annotations)
+	}
+	if a.Spec.RemediationAction != policyv1.Enforce || a.Status.ComplianceState != policyv1.NonCompliant ||
+		a.Status.RolloutStatus != policyv1.RolloutSucceeded || a.Status.LastEvaluatedGeneration != 3 {
+		t.Errorf("what the rollout reads is lost: spec %+v, status %+v", a.Spec, a.Status)
+	}
+	if typ, policy, policyNS, clusterNS, ok := governanceLabels(a); !ok || typ != "propagated" || policy != "p" || policyNS != "ns" || clusterNS != "c1" {
+		t.Errorf("policy_governance_info labels %q %q %q %q %v", typ, policy, policyNS, clusterNS, ok)
+	}
+	// What the transform is for: one labels map and one annotations map for every replica of a
+	// root, whatever its cluster.
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() ||
+		reflect.ValueOf(a.Annotations).UnsafePointer() != reflect.ValueOf(b.Annotations).UnsafePointer() {
+		t.Errorf("replicas of one root keep maps of their own")
+	}
+	if unsafe.StringData(a.Name) != unsafe.StringData(b.Name) || unsafe.StringData(a.GenerateName) != unsafe.StringData(b.GenerateName) {
+		t.Errorf("replicas of one root keep copies of its name and spec hash")
+	}
+	if again := replica("c1"); unsafe.StringData(again.Namespace) != unsafe.StringData(a.Namespace) {
+		t.Errorf("replicas in one cluster keep copies of its namespace")
+	}
+}
+
+func TestTrimPolicy_LeavesARootsMetadataItsOwn(t *testing.T) {
+	root := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"team": "a"}}}
+	labels := root.Labels
+	if _, err := trimPolicy(root); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(root.Labels).UnsafePointer() != reflect.ValueOf(labels).UnsafePointer() {
+		t.Errorf("a root's labels were replaced: the hub writes its root back")
+	}
+}
+
+// A root's status has a line per cluster: the cache shares its strings and equal times, and
+// changes none of its contents (the hub patches the status from a copy of it).
+func TestTrimPolicy_RootStatusSharedNotChanged(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC))
+	root := func(name string) *policyv1.Policy {
+		p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		for _, cluster := range []string{"c1", "c2"} {
+			when := at
+			p.Status.Status = append(p.Status.Status, &policyv1.CompliancePerClusterStatus{ClusterName: strings.Clone(cluster),
+				ClusterNamespace: strings.Clone(cluster), ComplianceState: policyv1.Compliant, RolloutStatus: policyv1.RolloutSucceeded,
+				LastTransitionTime: &when})
+		}
+		return p
+	}
+	a, b := root("a"), root("b")
+	want := a.Status.DeepCopy()
+	for _, p := range []*policyv1.Policy{a, b} {
+		if _, err := trimPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(&a.Status, want) {
+		t.Errorf("root status changed: %+v, was %+v", a.Status, *want)
+	}
+	if unsafe.StringData(a.Status.Status[0].ClusterName) != unsafe.StringData(b.Status.Status[0].ClusterNamespace) {
+		t.Errorf("roots keep copies of a cluster's name")
+	}
+	if a.Status.Status[0].LastTransitionTime != a.Status.Status[1].LastTransitionTime {
+		t.Errorf("equal transition times of one root not shared")
 	}
 }

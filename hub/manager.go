@@ -92,7 +92,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// Negative (no cap) stays negative: the reconciler caps only when positive.
 		MaxReplicatedBytes: opts.MaxReplicatedBytes,
 	}
-	if err := r.SetupWithManager(context.Background(), mgr, opts.Workers); err != nil {
+	if err := r.SetupWithManager(context.Background(), mgr, opts.ConcurrentRoots); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)
 	}
 	sets := &policyset.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder("regent-hub")}

@@ -27,9 +27,13 @@ type Options struct {
 	// QPS and Burst limit the hub's requests to the apiserver; DefaultQPS/DefaultBurst when zero.
 	QPS   float32
 	Burst int
-	// Workers is how many root policies reconcile at once and how many writes one reconcile
-	// issues at once; DefaultWorkers when zero.
+	// Workers is how many writes one root's reconcile issues at once, and how many roots
+	// reconcile at once unless ConcurrentRoots says otherwise; DefaultWorkers when zero.
 	Workers int
+	// ConcurrentRoots, when positive, is how many root policies reconcile at once; Workers when
+	// zero. Measured on 2 cores at 60,000 replicas, 4 instead of 16 saved neither memory nor time
+	// (docs/benchmarks.md, Session 9): an operator's knob, not a default to change.
+	ConcurrentRoots int
 	// MaxReplicatedBytes caps the bytes one root policy's replicas take in etcd (the serialized
 	// replica times the clusters it selects); a root over it is not propagated and says so in its
 	// Propagated condition. DefaultMaxReplicatedBytes when zero; negative means no cap.
@@ -39,8 +43,8 @@ type Options struct {
 	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the hub process (as
 	// GOMEMLIMIT): the hub's caches are small next to what its propagation bursts allocate and
 	// free, so a limit trades some GC CPU for a lower peak. Zero (and GOMEMLIMIT unset) means an
-	// adaptive limit: DefaultMemoryLimit, or 1.25× the live heap when that is more; negative means
-	// no limit. Applied by Run only.
+	// adaptive limit: DefaultMemoryLimit, or 1.25× the live heap when that is more, never above
+	// 85 % of the container's (cgroup) memory limit; negative means no limit. Applied by Run only.
 	MemoryLimit int64
 	// LeaderElection makes only one of several hub replicas active, through a Lease in
 	// LeaderElectionNamespace.
@@ -57,6 +61,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
+	}
+	if o.ConcurrentRoots <= 0 {
+		o.ConcurrentRoots = o.Workers
 	}
 	if o.MaxReplicatedBytes == 0 {
 		o.MaxReplicatedBytes = DefaultMaxReplicatedBytes

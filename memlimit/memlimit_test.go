@@ -23,3 +23,22 @@ func TestAdapt_KeepsTheFloorThenRestores(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestAdaptiveLimit_FollowsTheLiveHeapUnderTheContainersShare(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live                 uint64
+		floor, ceiling, want int64
+	}{
+		{live: 10 * mib, floor: 48 * mib, want: 48 * mib},                       // the floor
+		{live: 100 * mib, floor: 48 * mib, want: 125 * mib},                     // 1.25 × live
+		{live: 100 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 125 * mib}, // under the container's share
+		{live: 200 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 217 * mib}, // capped by it
+		{live: 0, floor: 48 * mib, ceiling: 32 * mib, want: 32 * mib},           // a container smaller than the floor
+	} {
+		if got := adaptiveLimit(c.live, c.floor, c.ceiling); got != c.want {
+			t.Errorf("live %d MiB, floor %d MiB, ceiling %d MiB: limit %d MiB, want %d MiB",
+				c.live/mib, c.floor/mib, c.ceiling/mib, got/mib, c.want/mib)
+		}
+	}
+}

@@ -23,6 +23,7 @@ const (
 	envBurst      = "REGENT_BENCH_HUB_BURST"
 	envMetrics    = "REGENT_BENCH_HUB_METRICS"
 	envMemLimit   = "REGENT_BENCH_HUB_MEMORY_LIMIT"
+	envRoots      = "REGENT_BENCH_HUB_CONCURRENT_ROOTS"
 )
 
 // TestHubProcess is the hub child of the benchmark; run without its environment it does nothing.
@@ -39,9 +40,10 @@ func TestHubProcess(t *testing.T) {
 	qps, _ := strconv.ParseFloat(os.Getenv(envQPS), 32)
 	burst, _ := strconv.Atoi(os.Getenv(envBurst))
 	memLimit, _ := strconv.ParseInt(os.Getenv(envMemLimit), 10, 64)
+	concurrentRoots, _ := strconv.Atoi(os.Getenv(envRoots))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics), MemoryLimit: memLimit}); err != nil {
+	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics), MemoryLimit: memLimit, ConcurrentRoots: concurrentRoots}); err != nil {
 		t.Fatal(err)
 	}
 	// A heap profile of the hub at the end of the run, to see what its memory holds.

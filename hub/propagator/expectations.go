@@ -1,11 +1,11 @@
 package propagator
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // expectationTTL bounds how long a write may stay unseen by the cache before the replica is
@@ -19,13 +19,18 @@ const expectationTTL = 5 * time.Minute
 // it. While the cache still shows one of them it has not seen that write, and comparing against it
 // would only send the same write again; the write's own watch event requeues the root. This is
 // what keeps a large propagation at one request per replica write.
+//
+// A large propagation holds one per replica until the cache catches up (150,000 on a large
+// fleet), so an entry is small: its few stale versions in a slice rather than a set (a map costs
+// ~300 bytes however few it holds), its key's strings shared with the cache's (intern), and the
+// map is dropped once empty (a Go map keeps the buckets of its largest size).
 type expectations struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]*expectation
 }
 
 type expectation struct {
-	stale sets.Set[string]
+	stale []string
 	last  string
 	at    time.Time
 }
@@ -39,10 +44,13 @@ func (x *expectations) pending(key types.NamespacedName, cachedRV string) bool {
 	if !ok {
 		return false
 	}
-	if e.stale.Has(cachedRV) && time.Since(e.at) < expectationTTL {
+	if slices.Contains(e.stale, cachedRV) && time.Since(e.at) < expectationTTL {
 		return true
 	}
 	delete(x.m, key)
+	if len(x.m) == 0 {
+		x.m = nil
+	}
 	return false
 }
 
@@ -56,12 +64,19 @@ func (x *expectations) wrote(key types.NamespacedName, before, after string) {
 	}
 	e, ok := x.m[key]
 	if !ok {
-		e = &expectation{stale: sets.New[string]()}
-		x.m[key] = e
+		e = &expectation{}
+		x.m[types.NamespacedName{Namespace: intern(key.Namespace), Name: intern(key.Name)}] = e
 	}
-	e.stale.Insert(before)
+	e.stale = appendNew(e.stale, before)
 	if e.last != "" {
-		e.stale.Insert(e.last)
+		e.stale = appendNew(e.stale, e.last)
 	}
 	e.last, e.at = after, time.Now()
+}
+
+func appendNew(versions []string, v string) []string {
+	if slices.Contains(versions, v) {
+		return versions
+	}
+	return append(versions, v)
 }

@@ -125,7 +125,7 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 	if iv := enc.ivAnnotation(); iv != "" {
 		want.Annotations[templates.IVAnnotation] = iv
 	}
-	if existing != nil && mapsEqual(existing.Labels, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
+	if existing != nil && labelsMatch(existing, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
 		return 0, nil
 	}
 	if existing == nil {

@@ -80,7 +80,7 @@ func newReplica(root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec
 // spec's SpecHash.
 func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
 	labels, annotations := replicaMeta(root, existing.Namespace)
-	return mapsEqual(existing.Labels, labels) && mapsEqual(existing.Annotations, annotations) &&
+	return labelsMatch(existing, labels) && mapsEqual(existing.Annotations, annotations) &&
 		specMatches(existing, spec, hash)
 }
 
