@@ -23,6 +23,7 @@ import (
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
+	"regent.dev/regent/apiserverwait"
 	"regent.dev/regent/hub/policyset"
 	"regent.dev/regent/hub/propagator"
 	"regent.dev/regent/hub/rollout"
@@ -46,6 +47,9 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.New("hub: no rest config for the hub apiserver")
 	}
 	memlimit.Apply(ctx, opts.MemoryLimit, DefaultMemoryLimit)
+	if err := apiserverwait.Reachable(ctx, opts.Config, "hub", ctrl.Log.WithName("hub")); err != nil {
+		return err
+	}
 	mgr, err := NewManager(opts.Config, opts)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 
 	"regent.dev/regent/addonidentity"
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/apiserverwait"
 	"regent.dev/regent/reports/aggregate"
 	"regent.dev/regent/reports/rollup"
 	"regent.dev/regent/spoke-addon/admissionpolicy"
@@ -217,6 +218,12 @@ func New(opts Options) (manager.Manager, error) {
 
 // Run runs the addon until ctx ends.
 func Run(ctx context.Context, opts Options) error {
+	// Setup asks the managed cluster for its API groups, and a manager that cannot ask exits: in a
+	// pod that starts before the cluster's Service IP routes, wait instead of crash-looping.
+	log := ctrl.Log.WithName("spoke-addon")
+	if err := apiserverwait.Reachable(ctx, opts.Local, "managed cluster", log); err != nil {
+		return err
+	}
 	mgr, err := New(opts)
 	if err != nil {
 		return err

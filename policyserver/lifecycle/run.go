@@ -24,6 +24,7 @@ import (
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
 	"regent.dev/regent/api/scheme"
+	"regent.dev/regent/apiserverwait"
 	"regent.dev/regent/policyserver"
 	"regent.dev/regent/policyserver/capabilities"
 	"regent.dev/regent/policyserver/lifecycle/cache"
@@ -218,6 +219,11 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 	if err := os.MkdirAll(opts.Server.CacheDir, 0o755); err != nil {
 		return fmt.Errorf("policy server lifecycle: private cache: %w", err)
+	}
+	// Its informers ask for API groups first; a pod that starts before the Service IP routes
+	// would exit and restart. It waits instead.
+	if err := apiserverwait.Reachable(ctx, opts.Config, "cluster", opts.Logger); err != nil {
+		return fmt.Errorf("policy server lifecycle: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
