@@ -1,14 +1,7 @@
 package bench
 
 import (
-	"bufio"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
-	"testing"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -38,37 +31,4 @@ func scrape(url, family string) float64 {
 		}
 	}
 	return sum
-}
-
-// peakRSS is a process's high-water resident set size (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
-}
-
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
 }

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +23,7 @@ import (
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/reports"
 	"regent.dev/regent/reports/aggregate"
+	"regent.dev/regent/test/benchproc"
 )
 
 const policies = 5
@@ -41,7 +39,7 @@ const policies = 5
 // Run with -benchtime=1x.
 func BenchmarkReports(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
-	n, perNS := envInt("REGENT_BENCH_RESOURCES", 10000), envInt("REGENT_BENCH_PER_NAMESPACE", 1000)
+	n, perNS := benchproc.EnvInt("REGENT_BENCH_RESOURCES", 10000), benchproc.EnvInt("REGENT_BENCH_PER_NAMESPACE", 1000)
 	cluster := fleettest.Hub(b)
 	etcd := cluster.EtcdURL() + "/metrics"
 	const inUse = "etcd_mvcc_db_total_size_in_use_in_bytes"
@@ -78,7 +76,7 @@ func BenchmarkReports(b *testing.B) {
 		reportBytes := scrape(etcd, inUse) - before
 		b.ReportMetric(reportBytes/float64(n), "etcd-B/resource-report")
 
-		child, metrics := startAggregator(b, cluster.Kubeconfig)
+		child := benchproc.Start(b, "TestAggregatorProcess", cluster.Kubeconfig)
 		began = time.Now()
 		waitConverged(b, ctx, c, n, expectedFails(n, 0))
 		b.ReportMetric(time.Since(began).Seconds(), "aggregate-s")
@@ -86,7 +84,7 @@ func BenchmarkReports(b *testing.B) {
 		b.ReportMetric((scrape(etcd, inUse)-before-reportBytes)/float64(n), "etcd-B/resource-aggregated")
 
 		// the first policy changes: a new version on every resource, a different tenth failing
-		aggBefore := scrape(metrics, "rest_client_requests_total")
+		aggBefore := child.Sum("rest_client_requests_total")
 		requests.Store(0)
 		began = time.Now()
 		each(resources, func(k int, res reports.Resource) error {
@@ -97,14 +95,9 @@ func BenchmarkReports(b *testing.B) {
 		waitConverged(b, ctx, c, n, expectedFails(n, 1))
 		b.ReportMetric(time.Since(began).Seconds(), "policy-change-converge-s")
 		time.Sleep(3 * time.Second) // the last debounced merges
-		b.ReportMetric((scrape(metrics, "rest_client_requests_total")-aggBefore)/float64(n), "aggregator-requests/changed")
-		rss, err := peakRSS(child.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(rss)/(1<<20), "aggregator-peak-MiB")
-		_ = child.Process.Signal(syscall.SIGTERM)
-		_ = child.Wait()
+		b.ReportMetric((child.Sum("rest_client_requests_total")-aggBefore)/float64(n), "aggregator-requests/changed")
+		b.ReportMetric(child.PeakRSS()/(1<<20), "aggregator-peak-MiB")
+		child.Stop()
 	}
 }
 
@@ -203,18 +196,6 @@ func each(items []reports.Resource, f func(int, reports.Resource) error) {
 	if err := <-errs; err != nil {
 		panic(err)
 	}
-}
-
-func startAggregator(b *testing.B, kubeconfig string) (*exec.Cmd, string) {
-	addr := freeAddr(b)
-	child := exec.Command(os.Args[0], "-test.run=^TestAggregatorProcess$")
-	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envMetrics+"="+addr)
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	return child, "http://" + addr + "/metrics"
 }
 
 // waitConverged polls the aggregated Reports until every policy has a result for all n

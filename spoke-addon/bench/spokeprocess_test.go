@@ -4,18 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,14 +22,13 @@ import (
 	spokeaddon "regent.dev/regent/spoke-addon"
 	"regent.dev/regent/spoke-addon/configpolicy"
 	"regent.dev/regent/spoke-addon/templatesync"
+	"regent.dev/regent/test/benchproc"
 )
 
 // Environment of the child process.
 const (
-	envKubeconfig = "REGENT_BENCH_SPOKE_KUBECONFIG"
-	envMetrics    = "REGENT_BENCH_SPOKE_METRICS"
-	envMode       = "REGENT_BENCH_SPOKE_MODE" // "addon" or "floor"
-	envReports    = "REGENT_BENCH_REPORTS"
+	envMode    = "REGENT_BENCH_SPOKE_MODE" // "addon" or "floor"
+	envReports = "REGENT_BENCH_REPORTS"
 )
 
 // TestSpokeProcess is the child of the benchmark; run without its environment it does nothing.
@@ -49,18 +42,12 @@ const (
 // Mode "floor" is the peer: an informer cache of the same kinds and nothing else, to show what
 // holding the objects costs before any policy logic runs.
 func TestSpokeProcess(t *testing.T) {
-	kubeconfig := os.Getenv(envKubeconfig)
-	if kubeconfig == "" {
+	env, ok := benchproc.Child(t)
+	if !ok {
 		return
 	}
-	ctrl.SetLogger(logr.Discard())
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, ctx := env.Config, env.Context
 	cfg.QPS, cfg.Burst = spokeaddon.DefaultLocalQPS, spokeaddon.DefaultLocalBurst
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
 	// The addon runs without a memory limit. REGENT_BENCH_MEMORY_LIMIT=0 measures it with the
 	// hub's adaptive one (64 MiB floor), a positive value with a fixed one.
 	if v := os.Getenv("REGENT_BENCH_MEMORY_LIMIT"); v != "" {
@@ -70,7 +57,7 @@ func TestSpokeProcess(t *testing.T) {
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: os.Getenv(envMetrics)},
+		Metrics:    metricsserver.Options{BindAddress: env.MetricsAddr},
 		Controller: config.Controller{SkipNameValidation: &skip},
 		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
@@ -104,18 +91,7 @@ func TestSpokeProcess(t *testing.T) {
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A heap profile at the end of the run, to see what the process's memory holds.
-	if path := os.Getenv("REGENT_BENCH_HEAP_PROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		runtime.GC()
-		if err := pprof.WriteHeapProfile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	benchproc.WriteHeapProfile(t)
 }
 
 // floor starts an informer per kind the workload names, as the addon's cache does, and prints
