@@ -99,6 +99,13 @@ type Options struct {
 	Controllers []func(ctrl.Manager) error
 }
 
+// LocalCacheOptions are the options of the addon's cache of its managed cluster. Managed fields
+// are often half of a small object and nothing in the addon reads them; an Update without them
+// keeps the server's (the apiserver takes the live object's then).
+func LocalCacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+}
+
 // New builds the addon's manager without starting it.
 func New(opts Options) (manager.Manager, error) {
 	if opts.ClusterName == "" {
@@ -132,6 +139,7 @@ func New(opts Options) (manager.Manager, error) {
 		// Template and dependency objects are read through the watches that wake their policies,
 		// so a read never sees older state than the event that caused it.
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache:  LocalCacheOptions(),
 	})
 	if err != nil {
 		return nil, err
@@ -139,6 +147,7 @@ func New(opts Options) (manager.Manager, error) {
 	hub, err := cluster.New(opts.Hub, func(o *cluster.Options) {
 		o.Scheme = scheme.Scheme
 		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.ClusterName: {}}
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)

@@ -60,6 +60,7 @@ func TestSpokeProcess(t *testing.T) {
 		Metrics:    metricsserver.Options{BindAddress: env.MetricsAddr},
 		Controller: config.Controller{SkipNameValidation: &skip},
 		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache:      spokeaddon.LocalCacheOptions(),
 	})
 	if err != nil {
 		t.Fatal(err)
