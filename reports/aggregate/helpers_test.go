@@ -97,7 +97,7 @@ func startAggregator(t *testing.T, shard aggregate.Shard, maxResults int) {
 	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 	})
 	if err != nil {
 		t.Fatal(err)

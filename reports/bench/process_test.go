@@ -7,6 +7,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"regent.dev/regent/api/scheme"
@@ -24,7 +25,8 @@ func TestAggregatorProcess(t *testing.T) {
 	}
 	cfg := env.Config
 	cfg.QPS, cfg.Burst = 50, 100
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: env.MetricsAddr}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: env.MetricsAddr},
+		Controller: config.Controller{UsePriorityQueue: new(bool)}}) // as regent reports-aggregator
 	if err != nil {
 		t.Fatal(err)
 	}

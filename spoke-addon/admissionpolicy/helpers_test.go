@@ -41,7 +41,7 @@ func startController(t testing.TB, cfg *rest.Config, tweaks ...func(*Options)) c
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func TestSpokeProcess(t *testing.T) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: env.MetricsAddr},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Cache:      spokeaddon.LocalCacheOptions(),
 	})

@@ -64,7 +64,7 @@ func startController(t testing.TB, cfg *rest.Config, opts Options, also ...func(
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 	})
 	if err != nil {
 		t.Fatal(err)

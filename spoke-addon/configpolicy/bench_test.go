@@ -3,15 +3,16 @@ package configpolicy
 import (
 	"context"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"sync"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -61,7 +62,8 @@ func BenchmarkEvaluate_500Policies(b *testing.B) {
 	hub := fleettest.Hub(b)
 	c := benchClient(b, hub.Config)
 	createBenchPolicies(b, c)
-	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{UsePriorityQueue: new(bool)}}) // no priority queue: controller-runtime#3538
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestReportFeed(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	skip := true
 	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip}})
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}}) // no priority queue: controller-runtime#3538
 	if err != nil {
 		t.Fatal(err)
 	}

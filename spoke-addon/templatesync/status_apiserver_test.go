@@ -31,7 +31,7 @@ func TestWriteStatus_NothingBeforeATemplateReports(t *testing.T) {
 	mgr, err := ctrl.NewManager(hub.Config, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
 	if err != nil {

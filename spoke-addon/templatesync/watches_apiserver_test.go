@@ -67,7 +67,7 @@ func TestWatches_OneWatchPerKind_SharedWithTheConfigurationPolicyController(t *t
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip},
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: new(bool)}, // no priority queue: controller-runtime#3538
 		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 	})
 	if err != nil {
