@@ -3,7 +3,6 @@ package spokeaddon_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -21,12 +20,7 @@ func TestProbes_ReadyOnlyOnceTheHubIsReached(t *testing.T) {
 	px, viaProxy := startProxy(t, addonHubIdentity(t, f.Hub, "cluster1"))
 	px.cut()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fleettest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := spokeaddon.New(spokeaddon.Options{Hub: viaProxy, Local: f.Managed[0].Config, ClusterName: "cluster1",
 		ExternalConfigPolicy: true, ExternalAdmissionPolicy: true, HealthProbeBindAddress: addr})

@@ -3,7 +3,6 @@ package spokeaddon_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -21,12 +20,7 @@ func TestRun_WaitsForItsClusterInsteadOfExiting(t *testing.T) {
 	px, localViaProxy := startProxy(t, f.Managed[0].Config)
 	px.cut()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fleettest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	// exited closes when Run returns, with its error in runErr: the cleanup and every check can wait on it.
 	exited := make(chan struct{})

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -36,7 +35,7 @@ func TestHub_ServesTheDashboardOnThePlacementAPI(t *testing.T) {
 	t.Setenv(cliEnv, "1")
 	addrs := map[bool]string{}
 	for _, on := range []bool{true, false} {
-		addrs[on] = freeAddr(t)
+		addrs[on] = fleettest.FreeAddr(t)
 		p, err := f.StartProcess(fmt.Sprintf("regent-hub-dashboard-%v", on), os.Args[0], "hub", "--kubeconfig", f.Hub.Kubeconfig,
 			"--metrics-bind-address", "0", "--addon-manager=false", "--placement-admission-disabled",
 			"--placement-api-addr", addrs[on], "--placement-api-cert-file", certs.CertFile, "--placement-api-key-file", certs.KeyFile,
@@ -99,14 +98,4 @@ func TestHub_ServesTheDashboardOnThePlacementAPI(t *testing.T) {
 	if code, body := get(addrs[false], "/dashboard/", tr.Status.Token); code != http.StatusNotFound {
 		t.Errorf("--dashboard=false serves /dashboard/: %d %.200s", code, body)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

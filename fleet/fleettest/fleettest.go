@@ -5,6 +5,7 @@ package fleettest
 
 import (
 	"context"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -94,4 +95,15 @@ func Edit[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T))
 	if err != nil {
 		t.Fatalf("edit %T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
 	}
+}
+
+// FreeAddr is a loopback host:port nothing listens on, for a server the test starts.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

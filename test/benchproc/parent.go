@@ -1,13 +1,14 @@
 package benchproc
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"regent.dev/regent/fleet/fleettest"
 )
 
 // Environment the parent gives its child.
@@ -29,7 +30,7 @@ type Process struct {
 // goes to the parent's stderr; the child is killed when tb ends if it still runs.
 func Start(tb testing.TB, test, kubeconfig string, env ...string) *Process {
 	tb.Helper()
-	p := &Process{MetricsAddr: FreeAddr(tb), exited: make(chan struct{})}
+	p := &Process{MetricsAddr: fleettest.FreeAddr(tb), exited: make(chan struct{})}
 	p.Cmd = exec.Command(os.Args[0], "-test.run=^"+test+"$")
 	p.Cmd.Env = append(append(os.Environ(), envKubeconfig+"="+kubeconfig, envMetrics+"="+p.MetricsAddr), env...)
 	p.Cmd.Stdout, p.Cmd.Stderr = os.Stderr, os.Stderr
@@ -56,17 +57,6 @@ func (p *Process) Stop() {
 
 // Pid is the child's process ID.
 func (p *Process) Pid() int { return p.Cmd.Process.Pid }
-
-// FreeAddr is a loopback host:port nothing listens on.
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // EnvInt is the integer in the environment variable name, or def when it holds none.
 func EnvInt(name string, def int) int {
