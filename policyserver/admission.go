@@ -1,7 +1,6 @@
 package policyserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,17 +22,19 @@ type requestMeta struct {
 	UID types.UID `json:"uid"`
 }
 
-// requestUID reads the request's uid. kube-apiserver writes it first, so reading tokens up to it
-// avoids decoding the whole request a second time (that decode cost more than a Rego
-// evaluation); any other layout falls back to a full decode.
+// requestUID reads the request's uid. kube-apiserver writes it first, so reading the first key
+// and its value with the byte scanner of requestLabels avoids decoding the whole request a
+// second time (that decode cost more than a Rego evaluation) and json.Decoder's allocations
+// (which cost a third of the review's decode); any other layout falls back to a full decode.
+// The request was validated with the review, so the scan runs over valid JSON.
 func requestUID(request json.RawMessage) (types.UID, error) {
-	dec := json.NewDecoder(bytes.NewReader(request))
-	if t, err := dec.Token(); err == nil && t == json.Delim('{') {
-		if key, err := dec.Token(); err == nil && key == "uid" {
-			if v, err := dec.Token(); err == nil {
-				if uid, ok := v.(string); ok {
-					return types.UID(uid), nil
-				}
+	s := scanner{b: request}
+	if s.consume('{') {
+		if key, ok := s.str(); ok && string(key) == "uid" && s.consume(':') {
+			if start := s.skipWS(); start < len(request) && request[start] == '"' && s.skipValue() {
+				var uid string
+				stringInto(request[start:s.i], &uid)
+				return types.UID(uid), nil
 			}
 		}
 	}

@@ -40,7 +40,22 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "profile the policy server (Rego path) at -profile-rate into this file; with -sweep, after it")
 	profileRate := flag.Float64("profile-rate", 1000, "open-loop rate of the -cpuprofile run")
 	profileDuration := flag.Duration("profile-duration", 30*time.Second, "measured time of the -cpuprofile run (a profile samples every 10 ms of CPU: a longer run, more samples)")
+	profilePolicy := flag.String("profile-policy", "opa", "the policy the -cpuprofile run drives: opa (Rego → wasm) or wapc-fastjson")
+	cpuRates := flag.String("cpu-rates", "", "measure each server's CPU per request at these open-loop rates (from:to:step or a list) instead of the other tables")
+	cpuRounds := flag.Int("cpu-rounds", 3, "rounds of the -cpu-rates runs (the order of the servers rotates each round)")
 	flag.Parse()
+	if *cpuRates != "" {
+		rates, err := parseRates(*cpuRates)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := cpuRun(*opaBin, cpuOptions{rates: rates, rounds: max(*cpuRounds, 1), warmup: *warmup, duration: *duration}, *policyWorkers); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *sweep != "" || *cpuprofile != "" {
 		var o sweepOptions
 		if *sweep != "" {
@@ -60,7 +75,7 @@ func main() {
 			}
 			slices.Sort(o.bounds)
 		}
-		if err := openLoop(*opaBin, o, *cpuprofile, *profileRate, *profileDuration, *policyWorkers); err != nil {
+		if err := openLoop(*opaBin, o, profile{path: *cpuprofile, policy: *profilePolicy, rate: *profileRate, duration: *profileDuration}, *policyWorkers); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -136,9 +151,27 @@ func bench(opaBin string, duration, warmup time.Duration, concurrencies string, 
 	return ws.loadTable(opaBin, cs, warmup, duration)
 }
 
-// openLoop runs the open-loop sweep (when it has rates) and the profiled point (when profile is
-// set) instead of the closed-loop tables.
-func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64, profileDuration time.Duration, policyWorkers int) error {
+// profile is the -cpuprofile run: the server's CPU profile while one policy is driven at a rate.
+type profile struct {
+	path, policy string
+	rate         float64
+	duration     time.Duration
+}
+
+// cpuRun measures CPU per request (cpuTable) instead of the closed-loop tables.
+func cpuRun(opaBin string, o cpuOptions, policyWorkers int) error {
+	ws, done, err := newWorkspace(policyWorkers)
+	if err != nil {
+		return err
+	}
+	defer done()
+	fmt.Printf("# Policy server: CPU per request\n\n%s\n\n", machine())
+	return ws.cpuTable(opaBin, o)
+}
+
+// openLoop runs the open-loop sweep (when it has rates) and the profiled point (when a profile
+// is asked for) instead of the closed-loop tables.
+func openLoop(opaBin string, o sweepOptions, prof profile, policyWorkers int) error {
 	ws, done, err := newWorkspace(policyWorkers)
 	if err != nil {
 		return err
@@ -150,8 +183,8 @@ func openLoop(opaBin string, o sweepOptions, profile string, profileRate float64
 			return err
 		}
 	}
-	if profile != "" {
-		return ws.profilePoint(profile, profileRate, 2*time.Second, profileDuration)
+	if prof.path != "" {
+		return ws.profilePoint(prof, 2*time.Second)
 	}
 	return nil
 }

@@ -166,21 +166,35 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 	return nil
 }
 
-// profilePoint drives Regent's Rego path at one rate while its server records a CPU profile.
-func (ws workspace) profilePoint(path string, rate float64, warmup, duration time.Duration) error {
-	regent, err := ws.startRegent(ws.policyYAML("opa"), "-cpuprofile", path)
+// profilePoint drives one of Regent's policies at one rate while its server records a CPU
+// profile, and gives the server's CPU per request over the whole run.
+func (ws workspace) profilePoint(prof profile, warmup time.Duration) error {
+	if prof.policy != "opa" && prof.policy != "wapc-fastjson" {
+		return fmt.Errorf("-profile-policy %q: opa or wapc-fastjson", prof.policy)
+	}
+	regent, err := ws.startRegent(ws.policyYAML(prof.policy), "-cpuprofile", prof.path)
 	if err != nil {
 		return err
 	}
 	review, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": podRequest()})
 	client := loadgen.NewClient(ws.certs.CAPEM, 0)
-	r := loadgen.OpenLoop{Rate: rate, Warmup: warmup, Duration: duration}.Run(context.Background(),
-		loadgen.HTTPSender(client, loadgen.Target{URL: "https://" + regent.addr + "/validate/opa", Body: review, Check: checkAllowed}))
+	before, err := cpuTime(regent.pid)
+	if err != nil {
+		return err
+	}
+	r := loadgen.OpenLoop{Rate: prof.rate, Warmup: warmup, Duration: prof.duration}.Run(context.Background(),
+		loadgen.HTTPSender(client, loadgen.Target{URL: "https://" + regent.addr + "/validate/" + prof.policy, Body: review, Check: checkAllowed}))
+	after, err := cpuTime(regent.pid)
+	if err != nil {
+		return err
+	}
 	client.CloseIdleConnections()
 	if err := regent.stop(); err != nil {
 		return err
 	}
-	fmt.Printf("CPU profile of Regent's Rego path at %.0f req/s (whole run, warm-up included) in %s: p50 %s, p99 %s, %d / %d correct, %d turned away.\n\n",
-		rate, path, us(r.P50), us(r.P99), r.Correct, r.Scheduled, r.Rejected)
+	// Every request of the run, warm-up included, as the profile covers it.
+	sent := int(prof.rate * (warmup + prof.duration).Seconds())
+	fmt.Printf("CPU profile of Regent's %s policy at %.0f req/s (whole run, warm-up included) in %s: p50 %s, p99 %s, %d / %d correct, %d turned away; server CPU %.2f s, ~%s per request.\n\n",
+		prof.policy, prof.rate, prof.path, us(r.P50), us(r.P99), r.Correct, r.Scheduled, r.Rejected, (after - before).Seconds(), usf((after-before)/time.Duration(max(sent, 1))))
 	return nil
 }

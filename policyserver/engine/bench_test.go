@@ -110,3 +110,32 @@ func BenchmarkWaPCCallOverhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoopChecks compares, in one run, an evaluation stopped by the engine's loop checks with
+// the same evaluation under wazero's own per-iteration check (Options.CloseOnContextDone).
+func BenchmarkLoopChecks(b *testing.B) {
+	req := podRequest(b, "default", map[string]string{"team": "a"},
+		container("web", "docker.io/nginx:1.27", false), container("sidecar", "docker.io/envoy:1.30", false))
+	for _, check := range []struct {
+		name        string
+		closeOnDone bool
+	}{{"loop-checks", false}, {"wazero-check", true}} {
+		e := newTestEngine(b, Options{CloseOnContextDone: check.closeOnDone})
+		for _, name := range []string{"opa", "wapc-fastjson"} {
+			var p *Policy
+			if name == "opa" {
+				p = load(b, e, Spec{Module: regoModule(b, "disallow-latest.rego", "policy/main"), ExecutionMode: ModeOPA, Entrypoint: "policy/main"})
+			} else {
+				p = load(b, e, Spec{Module: guest(b, "wapc-labels-fastjson"), Settings: json.RawMessage(`{"required":["team"]}`)})
+			}
+			b.Run(check.name+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if r, err := p.Validate(context.Background(), req); err != nil || !r.Accepted {
+						b.Fatal(r, err)
+					}
+				}
+			})
+		}
+	}
+}

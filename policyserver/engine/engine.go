@@ -47,18 +47,26 @@ type Options struct {
 	GuestLogLinesPerSecond float64
 	GuestLogBurst          int
 	OnGuestLogDropped      func(policy string)
+	// CloseOnContextDone stops every call the way wazero does by itself, looking at the
+	// module's state at each loop iteration from Go, instead of through the loop checks the
+	// engine adds to the modules it can rewrite (see instrumentLoops): slower by several times
+	// for loop-heavy guests, the same guarantee. For comparisons and as an escape hatch.
+	CloseOnContextDone bool
 }
 
 // Engine compiles and runs policy modules. It is safe for concurrent use.
 type Engine struct {
-	opts   Options
-	cache  wazero.CompilationCache
-	config wazero.RuntimeConfig
-	// shared runs every waPC and WASI instance: their host functions find the call they serve
-	// through the context, so one runtime, and one compilation per module, serves all policies.
-	// OPA modules import their memory from a module that must be called "env", a name a runtime
-	// can hold once, so each OPA instance gets its own runtime over the same compilation cache.
-	shared wazero.Runtime
+	opts  Options
+	cache wazero.CompilationCache
+	// config closes modules on context done (modules without loop checks); fastConfig leaves
+	// that to the loop checks (see prepare).
+	config, fastConfig wazero.RuntimeConfig
+	// shared runs every waPC and WASI instance of a module with loop checks, guarded those of
+	// the others: their host functions find the call they serve through the context, so one
+	// runtime, and one compilation per module, serves all policies. OPA modules import their
+	// memory from a module that must be called "env", a name a runtime can hold once, so each
+	// OPA instance gets its own runtime over the same compilation cache.
+	shared, guarded wazero.Runtime
 
 	mu       sync.Mutex
 	compiled map[string]*compiledModule
@@ -66,7 +74,10 @@ type Engine struct {
 
 type compiledModule struct {
 	module wazero.CompiledModule
-	refs   int
+	// runtime compiled module, and instantiates it; interruptible says it has loop checks.
+	runtime       wazero.Runtime
+	interruptible bool
+	refs          int
 }
 
 // New starts an engine. Close releases it.
@@ -100,19 +111,25 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if pages == 0 || pages > 65536 {
 		return nil, fmt.Errorf("memory limit %d bytes is outside 64KiB..4GiB", opts.MemoryLimitBytes)
 	}
-	config := wazero.NewRuntimeConfig().
+	fast := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
-		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(pages)
-	e := &Engine{opts: opts, cache: cache, config: config, compiled: map[string]*compiledModule{}}
-	e.shared = wazero.NewRuntimeWithConfig(ctx, config)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.shared); err != nil {
-		e.Close(ctx)
-		return nil, fmt.Errorf("instantiate WASI host module: %w", err)
-	}
-	if err := instantiateWaPCHost(ctx, e.shared, opts.Logger, opts.OutputLimitBytes); err != nil {
-		e.Close(ctx)
-		return nil, fmt.Errorf("instantiate waPC host module: %w", err)
+	e := &Engine{opts: opts, cache: cache, config: fast.WithCloseOnContextDone(true), fastConfig: fast, compiled: map[string]*compiledModule{}}
+	e.shared = wazero.NewRuntimeWithConfig(ctx, e.fastConfig)
+	e.guarded = wazero.NewRuntimeWithConfig(ctx, e.config)
+	for _, r := range []wazero.Runtime{e.shared, e.guarded} {
+		if err := instantiateLoopCheck(ctx, r); err != nil {
+			e.Close(ctx)
+			return nil, fmt.Errorf("instantiate loop checks: %w", err)
+		}
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+			e.Close(ctx)
+			return nil, fmt.Errorf("instantiate WASI host module: %w", err)
+		}
+		if err := instantiateWaPCHost(ctx, r, opts.Logger, opts.OutputLimitBytes); err != nil {
+			e.Close(ctx)
+			return nil, fmt.Errorf("instantiate waPC host module: %w", err)
+		}
 	}
 	return e, nil
 }
@@ -120,7 +137,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 // Close releases every compiled module and the compilation cache's memory. Policies loaded
 // from the engine must be closed first.
 func (e *Engine) Close(ctx context.Context) error {
-	err := e.shared.Close(ctx)
+	err := errors.Join(e.shared.Close(ctx), e.guarded.Close(ctx))
 	return errors.Join(err, e.cache.Close(ctx))
 }
 
@@ -132,19 +149,24 @@ func Digest(module []byte) string {
 
 // compileShared compiles a module in the shared runtime once per digest; the returned release
 // must be called when the policy using it is unloaded.
-func (e *Engine) compileShared(ctx context.Context, module []byte) (wazero.CompiledModule, func(), error) {
+func (e *Engine) compileShared(ctx context.Context, module []byte) (*compiledModule, func(), error) {
 	digest := Digest(module)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c, ok := e.compiled[digest]
 	if !ok {
 		start := time.Now()
-		m, err := e.shared.CompileModule(ctx, module)
+		p := e.prepare(module)
+		r := e.guarded
+		if p.interruptible {
+			r = e.shared
+		}
+		m, err := r.CompileModule(ctx, p.module)
 		if err != nil {
 			return nil, nil, fmt.Errorf("compile module sha256:%s: %w", digest[:12], err)
 		}
-		e.opts.Logger.V(1).Info("compiled module", "digest", digest, "duration", time.Since(start))
-		c = &compiledModule{module: m}
+		e.opts.Logger.V(1).Info("compiled module", "digest", digest, "duration", time.Since(start), "loopChecks", p.interruptible)
+		c = &compiledModule{module: m, runtime: r, interruptible: p.interruptible}
 		e.compiled[digest] = c
 	}
 	c.refs++
@@ -160,16 +182,17 @@ func (e *Engine) compileShared(ctx context.Context, module []byte) (wazero.Compi
 			}
 		})
 	}
-	return c.module, release, nil
+	return c, release, nil
 }
 
 // Precompile compiles a module into the compilation cache without loading a policy, so that a
 // later Load is a cache hit. It reports how long compilation took.
 func (e *Engine) Precompile(ctx context.Context, module []byte) (time.Duration, error) {
 	start := time.Now()
-	r := wazero.NewRuntimeWithConfig(ctx, e.config)
+	p := e.prepare(module)
+	r := wazero.NewRuntimeWithConfig(ctx, p.config)
 	defer r.Close(ctx)
-	m, err := r.CompileModule(ctx, module)
+	m, err := r.CompileModule(ctx, p.module)
 	if err != nil {
 		return 0, fmt.Errorf("compile module sha256:%s: %w", Digest(module)[:12], err)
 	}

@@ -62,14 +62,14 @@ const patchSlack = 1 << 20
 // newOPAInstance instantiates the policy in a runtime of its own (see Engine.shared) and parses
 // its data. entrypoint "" picks the module's first. A non-nil inventory replaces data, and is
 // re-read whenever it has changed (see Inventory).
-func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint string, data []byte, inventory *Inventory, allowNetwork bool) (_ *opaInstance, err error) {
-	r := wazero.NewRuntimeWithConfig(ctx, e.config)
+func (e *Engine) newOPAInstance(ctx context.Context, module prepared, entrypoint string, data []byte, inventory *Inventory, allowNetwork bool) (_ *opaInstance, err error) {
+	r := wazero.NewRuntimeWithConfig(ctx, module.config)
 	defer func() {
 		if err != nil {
 			_ = r.Close(context.Background())
 		}
 	}()
-	compiled, err := r.CompileModule(ctx, module)
+	compiled, err := r.CompileModule(ctx, module.module)
 	if err != nil {
 		return nil, fmt.Errorf("compile OPA module: %w", err)
 	}
@@ -112,10 +112,14 @@ func (e *Engine) newOPAInstance(ctx context.Context, module []byte, entrypoint s
 	if _, err := host.Instantiate(ctx); err != nil {
 		return nil, fmt.Errorf("instantiate OPA host functions: %w", err)
 	}
+	if err := instantiateLoopCheck(ctx, r); err != nil {
+		return nil, fmt.Errorf("instantiate loop checks: %w", err)
+	}
 	if _, err := r.InstantiateWithConfig(ctx, opaEnvModule(minPages, maxPages), wazero.NewModuleConfig().WithName("env")); err != nil {
 		return nil, fmt.Errorf("instantiate OPA memory module: %w", err)
 	}
-	m, err := r.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName("policy"))
+	c := &compiledModule{module: compiled, runtime: r, interruptible: module.interruptible}
+	m, err := c.instantiate(ctx, wazero.NewModuleConfig().WithName("policy"), "_start")
 	if err != nil {
 		return nil, fmt.Errorf("instantiate OPA module: %w", err)
 	}
@@ -332,7 +336,7 @@ func (i *opaInstance) call1(ctx context.Context, fn string, args ...uint64) (uin
 	if f == nil {
 		return 0, fmt.Errorf("OPA module does not export %s", fn)
 	}
-	res, err := f.Call(ctx, args...)
+	res, err := callUnlessDone(ctx, f, args...)
 	if err != nil {
 		i.broken = true
 		return 0, guestError(ctx, err, nil)

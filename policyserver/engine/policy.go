@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
-
-	"github.com/tetratelabs/wazero"
 )
 
 // Policy is a loaded policy: its module compiled, its settings validated, and a pool of
@@ -74,8 +72,9 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 			p.payload = func(req []byte) []byte { return gatekeeperInput(req, settings) }
 			p.decode = decodeGatekeeperResponse
 		}
+		module := e.prepare(spec.Module)
 		create = func(ctx context.Context) (instance, error) {
-			return e.newOPAInstance(ctx, spec.Module, spec.Entrypoint, data, inventory, spec.AllowNetworkBuiltins)
+			return e.newOPAInstance(ctx, module, spec.Entrypoint, data, inventory, spec.AllowNetworkBuiltins)
 		}
 	default:
 		return nil, fmt.Errorf("unknown execution mode %q", spec.ExecutionMode)
@@ -99,14 +98,14 @@ func (e *Engine) Load(ctx context.Context, spec Spec) (_ *Policy, err error) {
 	return p, nil
 }
 
-func (e *Engine) kubewardenCreate(spec Spec, compiled wazero.CompiledModule) (func(ctx context.Context) (instance, error), error) {
+func (e *Engine) kubewardenCreate(spec Spec, compiled *compiledModule) (func(ctx context.Context) (instance, error), error) {
 	if spec.ExecutionMode == ModeWASI {
-		if err := checkWASIModule(compiled); err != nil {
+		if err := checkWASIModule(compiled.module); err != nil {
 			return nil, err
 		}
 		return func(context.Context) (instance, error) { return e.startWASIInstance(compiled), nil }, nil
 	}
-	if err := checkWaPCModule(compiled); err != nil {
+	if err := checkWaPCModule(compiled.module); err != nil {
 		return nil, err
 	}
 	logs := e.newGuestLogs(spec.Name)

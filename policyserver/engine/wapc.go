@@ -146,7 +146,8 @@ func checkWaPCModule(m wazero.CompiledModule) error {
 func checkImports(m wazero.CompiledModule, allowed ...string) error {
 	for _, f := range m.ImportedFunctions() {
 		module, name, _ := f.Import()
-		ok := false
+		// The loop checks' import (instrumentLoops) is the engine's own, in every mode.
+		ok := module == loopCheckModule && name == loopCheckFunc
 		for _, a := range allowed {
 			ok = ok || module == a
 		}
@@ -166,16 +167,15 @@ type wapcInstance struct {
 	broken    bool
 }
 
-func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledModule, host hostFunc, logs *guestLogs) (*wapcInstance, error) {
+func (e *Engine) newWaPCInstance(ctx context.Context, compiled *compiledModule, host hostFunc, logs *guestLogs) (*wapcInstance, error) {
 	stderr := &stderrHead{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStderr(stderr).
-		WithSysWalltime().WithSysNanotime().
-		// A Go reactor initialises its runtime in _initialize; a TinyGo or Rust guest may be a
-		// command whose _start returns. wapc_init is waPC's own optional hook.
-		WithStartFunctions("_initialize", "wapc_init")
-	m, err := e.shared.InstantiateModule(ctx, compiled, cfg)
+		WithSysWalltime().WithSysNanotime()
+	// A Go reactor initialises its runtime in _initialize; a TinyGo or Rust guest may be a
+	// command whose _start returns. wapc_init is waPC's own optional hook.
+	m, err := compiled.instantiate(ctx, cfg, "_initialize", "wapc_init")
 	if err != nil {
 		return nil, fmt.Errorf("instantiate waPC guest: %w", guestError(ctx, err, stderr))
 	}
@@ -185,7 +185,7 @@ func (e *Engine) newWaPCInstance(ctx context.Context, compiled wazero.CompiledMo
 func (i *wapcInstance) call(ctx context.Context, operation string, payload []byte) ([]byte, error) {
 	c := &wapcCall{operation: operation, payload: payload, host: i.host, logs: i.logs}
 	i.stderr.reset()
-	res, err := i.guestCall.Call(context.WithValue(ctx, wapcCallKey{}, c), uint64(len(operation)), uint64(len(payload)))
+	res, err := callUnlessDone(context.WithValue(ctx, wapcCallKey{}, c), i.guestCall, uint64(len(operation)), uint64(len(payload)))
 	if err != nil {
 		i.broken = true
 		err = guestError(ctx, err, i.stderr)

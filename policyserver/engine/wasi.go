@@ -33,10 +33,10 @@ func (e *Engine) wasiConfig(stdin io.Reader, stdout, stderr io.Writer, args ...s
 }
 
 // runWASI runs the command to completion and returns its stdout.
-func (e *Engine) runWASI(ctx context.Context, compiled wazero.CompiledModule, stdin []byte, args ...string) ([]byte, error) {
+func (e *Engine) runWASI(ctx context.Context, compiled *compiledModule, stdin []byte, args ...string) ([]byte, error) {
 	stdout := e.stdoutBuffer()
 	stderr := &stderrHead{}
-	m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(bytes.NewReader(stdin), stdout, stderr, args...))
+	m, err := compiled.instantiate(ctx, e.wasiConfig(bytes.NewReader(stdin), stdout, stderr, args...), "_start")
 	if m != nil {
 		_ = m.Close(context.Background())
 	}
@@ -63,7 +63,7 @@ func wasiExit(ctx context.Context, err error, stderr *stderrHead) error {
 // wasiInstance is a command started ahead of its request, waiting for its stdin.
 type wasiInstance struct {
 	engine   *Engine
-	compiled wazero.CompiledModule
+	compiled *compiledModule
 	stdin    *io.PipeWriter
 	stdout   *boundedBuffer
 	stderr   stderrHead
@@ -73,7 +73,7 @@ type wasiInstance struct {
 	used     bool
 }
 
-func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance {
+func (e *Engine) startWASIInstance(compiled *compiledModule) *wasiInstance {
 	i := &wasiInstance{engine: e, compiled: compiled, stdout: e.stdoutBuffer(), done: make(chan error, 1), finished: make(chan struct{})}
 	stdin, stdinWriter := io.Pipe()
 	i.stdin = stdinWriter
@@ -82,7 +82,7 @@ func (e *Engine) startWASIInstance(compiled wazero.CompiledModule) *wasiInstance
 	ctx, cancel := context.WithCancel(context.Background())
 	i.cancel = cancel
 	go func() {
-		m, err := e.shared.InstantiateModule(ctx, compiled, e.wasiConfig(stdin, i.stdout, &i.stderr, "validate"))
+		m, err := compiled.instantiate(ctx, e.wasiConfig(stdin, i.stdout, &i.stderr, "validate"), "_start")
 		if m != nil {
 			_ = m.Close(context.Background())
 		}
