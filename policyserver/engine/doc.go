@@ -14,8 +14,8 @@
 //     allows; data is the policy's Inventory (data.inventory, Gatekeeper's replicated objects).
 //
 // Every evaluation runs under a deadline (a runaway guest is interrupted, not waited for: by fuel
-// checks the engine adds at every loop head, which look at the call's context every 10,000
-// iterations, or through wazero's close-on-context-done for a module it cannot rewrite; see
+// checks the engine adds at every loop head and function entry, which look at the call's context
+// about every million instructions, or through wazero's close-on-context-done for a module it cannot rewrite; see
 // loop_checks.go) and a memory limit; guests get no filesystem and no
 // network. A waPC guest may ask the engine's Host for Kubewarden's host capabilities (cluster
 // lookups limited to its policy's ContextAwareResources, registry digests, …); those calls run

@@ -51,7 +51,7 @@ func instantiateLoopCheck(ctx context.Context, r wazero.Runtime) error {
 }
 
 // callUnlessDone calls f unless ctx has already ended, as wazero does for a module it closes on
-// context done: the loop checks look at the context only after loopFuel iterations.
+// context done: the loop checks look at the context only once loopFuel is spent.
 func callUnlessDone(ctx context.Context, f api.Function, params ...uint64) ([]uint64, error) {
 	if ctx.Err() != nil {
 		return nil, contextExit(ctx)

@@ -15,10 +15,10 @@ import (
 // call (BenchmarkValidate, docs/benchmarks.md session 10).
 //
 // instrumentLoops gives the same guarantee more cheaply: it rewrites a module so that every loop
-// iteration spends one unit of a fuel global, and when the fuel is out calls a host function
-// (loopCheckModule.loopCheckFunc) that ends the call if its context has ended and otherwise
-// refills the fuel. So the guest leaves for Go once every loopFuel iterations instead of every
-// one. Leaving for Go matters beyond the context: compiled wasm cannot be preempted, so a guest
+// iteration and every function call spends fuel (a global) in proportion to the instructions it
+// may run, and when the fuel is out calls a host function (loopCheckModule.loopCheckFunc) that
+// ends the call if its context has ended and otherwise refills the fuel. So the guest leaves for
+// Go about once every loopFuel instructions instead of at every iteration. Leaving for Go matters beyond the context: compiled wasm cannot be preempted, so a guest
 // that never leaves would also hold up the Go runtime's stop-the-world phases (a garbage
 // collection) for as long as it runs, every goroutine with it — including the timer that would
 // end its context.
@@ -35,10 +35,10 @@ const (
 	startExport     = "regent_start"
 )
 
-// loopFuel is how many loop iterations run between two checks: a check costs what wazero's costs
-// each iteration (~0.1–0.2 µs), so this makes it ~1 % of a tight loop while a spinning guest still
-// looks at its context every few microseconds.
-const loopFuel = 10000
+// loopFuel is how many instructions (as instrumentCode charges them) run between two checks: a
+// check costs what wazero's costs each iteration (~0.1–0.2 µs), far less than a million
+// instructions, while a spinning guest still leaves for Go within about a millisecond.
+const loopFuel = 1_000_000
 
 // errNotInstrumentable is why a module runs with wazero's own check instead.
 var errNotInstrumentable = errors.New("module not instrumentable")
@@ -377,35 +377,43 @@ func (m *rewrite) constExpr(r *reader, out []byte) []byte {
 	return out
 }
 
-// instrumentCode copies the code section, moving called function indices and adding after every
-// loop instruction:
+// instrumentCode copies the code section, moving called function indices and adding, at the
+// start of every function body and after every loop instruction, a charge of cost units:
 //
 //	global.get $fuel
-//	i32.eqz
+//	i32.const cost
+//	i32.sub
+//	global.set $fuel
+//	global.get $fuel
+//	i32.const 0
+//	i32.le_s
 //	if
 //	  call $check
 //	  global.set $fuel
 //	end
-//	global.get $fuel
-//	i32.const 1
-//	i32.sub
-//	global.set $fuel
 //
-// which leaves the operand stack as it was, so it is valid in any loop, reachable or not.
+// which leaves the operand stack as it was, so it is valid in any loop or body, reachable or not.
+// A loop's cost is the instructions of its body and a function's the instructions of its whole
+// body, so fuel counts instructions, not iterations: a loop whose body is long, or that calls a
+// long function, checks as often as a tight one per instruction run. Between two charges a guest
+// runs at most one function's or one loop body's instructions, so it leaves for Go at least every
+// loopFuel instructions plus the longest body.
 func (m *rewrite) instrumentCode(payload []byte) ([]byte, error) {
 	fuel := appendU32(nil, m.fuel)
-	check := append([]byte{0x23}, fuel...)
-	check = append(check, 0x45, 0x04, 0x40, 0x10)
-	check = appendU32(check, m.importedFuncs)
-	check = append(append(check, 0x24), fuel...)
-	check = append(check, 0x0b, 0x23)
-	check = append(check, fuel...)
-	check = append(check, 0x41, 0x01, 0x6b, 0x24)
-	check = append(check, fuel...)
+	check := func(out []byte, cost int) []byte {
+		out = append(append(out, 0x23), fuel...)
+		out = appendS32(append(out, 0x41), int32(min(max(cost, 1), loopFuel)))
+		out = append(append(out, 0x6b, 0x24), fuel...)
+		out = append(append(out, 0x23), fuel...)
+		out = append(out, 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
+		out = appendU32(out, m.importedFuncs)
+		out = append(append(out, 0x24), fuel...)
+		return append(out, 0x0b)
+	}
 
 	r := &reader{b: payload}
 	n := r.u32()
-	out := appendU32(make([]byte, 0, len(payload)+len(payload)/8), n)
+	out := appendU32(make([]byte, 0, len(payload)+len(payload)/4), n)
 	var body []byte
 	for f := range n {
 		size := r.u32()
@@ -426,10 +434,20 @@ func (m *rewrite) instrumentCode(payload []byte) ([]byte, error) {
 	return out, nil
 }
 
+// instr is one decoded instruction of a body: its bytes, and what the rewrite needs of it.
+type instr struct {
+	start, end int
+	op         byte
+	// fn is the function index of a call, return_call or ref.func (moved by the rewrite).
+	fn uint32
+	// cost is, for a loop, the instructions up to its end; 0 for anything else.
+	cost int
+}
+
 // instrumentBody walks one function body instruction by instruction, which it must to tell a
 // loop opcode from the same byte inside an immediate; an instruction it does not know ends the
 // attempt.
-func (m *rewrite) instrumentBody(out, body, check []byte) ([]byte, error) {
+func (m *rewrite) instrumentBody(out, body []byte, check func([]byte, int) []byte) ([]byte, error) {
 	r := &reader{b: body}
 	for range r.u32() { // local declarations: count and type
 		r.u32()
@@ -438,26 +456,50 @@ func (m *rewrite) instrumentBody(out, body, check []byte) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	out = append(out, body[:r.i]...)
+	locals := r.i
+	instrs, err := decodeBody(r)
+	if err != nil {
+		return nil, err
+	}
+	out = check(append(out, body[:locals]...), len(instrs))
+	for _, in := range instrs {
+		switch in.op {
+		case 0x10, 0x12, 0xd2:
+			out = appendU32(append(out, in.op), m.fn(in.fn))
+		default:
+			out = append(out, body[in.start:in.end]...)
+		}
+		if in.op == 0x03 {
+			out = check(out, in.cost)
+		}
+	}
+	return out, nil
+}
+
+// decodeBody decodes the instructions of a body from r (past its locals), with each loop's cost:
+// the instructions between it and its end.
+func decodeBody(r *reader) ([]instr, error) {
+	var instrs []instr
+	var open []int // the instruction indices of the blocks, ifs and loops not yet ended
 	for r.i < len(r.b) {
 		start := r.i
 		op := r.byte()
-		loop := false
+		in := instr{start: start, op: op}
 		switch {
-		case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
-			// unreachable, nop, else, end, return, drop, select, ref.is_null
-		case op == 0x02 || op == 0x04:
-			r.blockType()
-		case op == 0x03:
-			r.blockType()
-			loop = true
-		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
-			idx := r.u32()
-			if r.err != nil {
-				return nil, r.err
+		case op == 0x0b: // end: of the innermost open block, or of the body
+			if n := len(open); n > 0 {
+				if o := open[n-1]; instrs[o].op == 0x03 {
+					instrs[o].cost = len(instrs) - o
+				}
+				open = open[:n-1]
 			}
-			out = appendU32(append(out, op), m.fn(idx))
-			continue
+		case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
+			// unreachable, nop, else, return, drop, select, ref.is_null
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			r.blockType()
+			open = append(open, len(instrs))
+		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
+			in.fn = r.u32()
 		case op == 0x0c || op == 0x0d || (op >= 0x20 && op <= 0x26):
 			// br, br_if, local/global/table get-set-tee
 			r.u32()
@@ -498,12 +540,10 @@ func (m *rewrite) instrumentBody(out, body, check []byte) ([]byte, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		out = append(out, body[start:r.i]...)
-		if loop {
-			out = append(out, check...)
-		}
+		in.end = r.i
+		instrs = append(instrs, in)
 	}
-	return out, nil
+	return instrs, nil
 }
 
 func appendExport(b []byte, name string, kind byte, index uint32) []byte {

@@ -139,3 +139,54 @@ func TestInterrupt_EndedContextIsNotRun(t *testing.T) {
 		t.Fatalf("the policy must keep serving, got %+v", r)
 	}
 }
+
+// Fuel counts instructions, not iterations: a loop that calls a long function, or whose own
+// body is long, reaches the check as often per instruction run as a tight loop does. Otherwise a
+// guest could stay away from Go (and hold up every garbage collection of the server) for
+// loopFuel iterations of a body as long as it likes.
+func TestInstrumentLoops_FuelCountsInstructionsNotIterations(t *testing.T) {
+	const n, iterations = 5000, 1000                                                                 // 2n instructions a call or body, so 10 million in all
+	long := func(b []byte) []byte { return append(b, []byte(strings.Repeat("\x41\x00\x1a", n))...) } // n × (i32.const 0; drop)
+	countdown := []byte{0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00}                        // k--; br_if k != 0
+	bodies := map[string][]byte{
+		"a loop that calls a long function": append(append([]byte{0x00, 0x03, 0x40, 0x10, 0x00}, countdown...), 0x0b, 0x0b),
+		"a loop with a long body":           append(append(long([]byte{0x00, 0x03, 0x40}), countdown...), 0x0b, 0x0b),
+	}
+	for name, run := range bodies {
+		t.Run(name, func(t *testing.T) {
+			function := func(b, body []byte) []byte { return append(appendU32(b, uint32(len(body))), body...) }
+			code := function(function([]byte{0x02}, append(long([]byte{0x00}), 0x0b)), run)
+			sec := func(b []byte, id byte, payload []byte) []byte {
+				return append(appendU32(append(b, id), uint32(len(payload))), payload...)
+			}
+			m := []byte("\x00asm\x01\x00\x00\x00")
+			m = sec(m, secType, []byte{0x02, 0x60, 0x00, 0x00, 0x60, 0x01, 0x7f, 0x00}) // () -> (), (i32) -> ()
+			m = sec(m, 3, []byte{0x02, 0x00, 0x01})                                     // func 0: long, func 1: run
+			m = sec(m, secExport, []byte{0x01, 0x03, 'r', 'u', 'n', 0x00, 0x01})
+			m = sec(m, secCode, code)
+			out, err := instrumentLoops(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			r := wazero.NewRuntime(ctx)
+			defer r.Close(ctx)
+			checks := 0
+			if _, err := r.NewHostModuleBuilder(loopCheckModule).NewFunctionBuilder().
+				WithFunc(func() int32 { checks++; return loopFuel }).Export(loopCheckFunc).Instantiate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mod, err := r.Instantiate(ctx, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := mod.ExportedFunction("run").Call(ctx, iterations); err != nil {
+				t.Fatal(err)
+			}
+			if want := iterations * 2 * n / loopFuel; checks < want {
+				t.Fatalf("%d checks over %d iterations of %d instructions; want at least %d (one per %d instructions)",
+					checks, iterations, 2*n, want, loopFuel)
+			}
+		})
+	}
+}
