@@ -17,6 +17,8 @@ type input struct {
 	replicas  map[string]*policyv1.Policy
 	selection selection
 	groups    sdkv1beta1.ClusterGroupsMap
+	// selected are the clusters of groups; clustersOf(groups) when nil.
+	selected sets.Set[string]
 	// enforcing are the clusters of placements whose binding overrides remediation to enforce.
 	enforcing sets.Set[string]
 	// violations are the fail counts of the clusters' rolled-up reports, by cluster.
@@ -65,9 +67,13 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 			recorded[line.ClusterName] = line
 		}
 	}
-	clusters := map[string]rollout.Cluster{}
+	selected := in.selected
+	if selected == nil {
+		selected = clustersOf(in.groups)
+	}
+	clusters := make(map[string]rollout.Cluster, len(selected))
 	anyActive := false
-	for name := range in.groups.GetClusters() {
+	for name := range selected {
 		c := rollout.Cluster{}
 		if line := recorded[name]; line != nil {
 			c.Status, c.LastTransitionTime = line.RolloutStatus, line.LastTransitionTime
@@ -79,7 +85,8 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		}
 		clusters[name] = c
 	}
-	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters}
+	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters,
+		Root: root.Namespace + "/" + root.Name}
 	// Pass 1 of a progressive rollout: nothing recorded for this generation yet. A replica that
 	// already enforces this generation means turns were handed out and the record was lost; the
 	// planner takes that as evidence instead of starting over.
@@ -113,4 +120,20 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 // generation (the contract with the spoke), and nothing otherwise.
 func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
 	return rep.ReportedCompliance()
+}
+
+// clustersOf is groups.GetClusters() built in one set: GetClusters unions group by group, copying
+// the clusters gathered so far at each step.
+func clustersOf(groups sdkv1beta1.ClusterGroupsMap) sets.Set[string] {
+	n := 0
+	for _, g := range groups {
+		n += g.Len()
+	}
+	out := make(sets.Set[string], n)
+	for _, g := range groups {
+		for name := range g {
+			out.Insert(name)
+		}
+	}
+	return out
 }
