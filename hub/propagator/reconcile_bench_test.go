@@ -43,7 +43,7 @@ func BenchmarkReconcileSettledRoot(b *testing.B) {
 				if !equality.Semantic.DeepEqual(&root.Status, rootStatusFor(root, p)) {
 					b.Fatal("the settled root's status would be written")
 				}
-				out := r.writeReplicas(ctx, root, p, in.replicas)
+				out := r.writeReplicas(ctx, root, p, in.replicas, r.expect.mark())
 				if len(out.failed)+len(out.unseen)+len(out.held) > 0 {
 					b.Fatalf("writes: %+v", out)
 				}

@@ -88,6 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.known.Store(req.NamespacedName, struct{}{})
+	read := r.expect.mark()
 	replicas, err := r.replicasOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -122,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
 	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
 	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
-	out := r.writeReplicas(ctx, root, plan, replicas)
+	out := r.writeReplicas(ctx, root, plan, replicas, read)
 	observe(root, plan)
 	if err := r.reportWrites(ctx, root, len(plan.desired), out); err != nil {
 		return ctrl.Result{}, err

@@ -27,7 +27,7 @@ const fieldOwner = client.FieldOwner("regent-hub")
 // propagation makes every replica exist before it spends requests on statuses), then rollout
 // statuses, then deletions of replicas no longer selected. A write that fails fails only its own
 // cluster: the others still move, and the failures come back by cluster for the root to report.
-func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) writeOutcome {
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy, read cacheMark) writeOutcome {
 	clusters := make([]string, 0, len(p.desired))
 	for name := range p.desired {
 		clusters = append(clusters, name)
@@ -36,7 +36,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	// Replicas whose last write the cache has not seen yet wait for the next pass.
 	var ready []string
 	for _, cluster := range clusters {
-		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster])) {
+		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster]), read) {
 			ready = append(ready, cluster)
 		}
 	}
