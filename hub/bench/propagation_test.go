@@ -96,6 +96,8 @@ func BenchmarkPropagation(b *testing.B) {
 		b.ReportMetric(run.requests/float64(want), "hub-requests/replica")
 		b.ReportMetric(run.writes/float64(want), "hub-writes/replica")
 		b.ReportMetric(run.rss/(1<<20), "hub-peak-rss-MiB")
+		b.ReportMetric(run.cpu, "hub-cpu-s")
+		b.ReportMetric(run.reconciles, "hub-reconciles")
 		if run.rolloutSecs > 0 {
 			b.ReportMetric(run.rolloutSecs, "rollout-s")
 		}
@@ -138,6 +140,8 @@ func BenchmarkPropagation(b *testing.B) {
 // hubRun is what one run of the hub measured.
 type hubRun struct {
 	secs, requests, writes, rss float64
+	// cpu is the hub's CPU seconds and reconciles its root reconciles, start to settled.
+	cpu, reconciles float64
 	// rolloutSecs: until every root's progressive rollout succeeded (0 for strategy All).
 	rolloutSecs float64
 	// edit*: one root edited on the settled fleet (REGENT_BENCH_EDIT=1).
@@ -269,6 +273,8 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	run.writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
 	logRequests(b, "hub", metricsAddr)
 	run.rss = peakRSS(child.Process.Pid)
+	run.cpu = cpuSeconds(child.Process.Pid)
+	run.reconciles = sumFamily(strings.NewReader(metricsText(metricsAddr)), "controller_runtime_reconcile_total")
 
 	if idle := envInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
 		w0, cpu0 := scrapeWrites(metricsAddr), cpuSeconds(child.Process.Pid)
