@@ -57,33 +57,34 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		return sp.active
 	}
 
-	// The root's record is for the rollout of the generation in its Rollout condition; any spec
-	// change since starts a new rollout from pass 1.
-	recorded := map[string]*policyv1.CompliancePerClusterStatus{}
-	current := false
-	if c := meta.FindStatusCondition(root.Status.Conditions, rolloutCondition); c != nil && c.ObservedGeneration == root.Generation {
-		current = true
-		for _, line := range root.Status.Status {
-			recorded[line.ClusterName] = line
-		}
-	}
 	selected := in.selected
 	if selected == nil {
 		selected = clustersOf(in.groups)
 	}
+	// The root's record is for the rollout of the generation in its Rollout condition; any spec
+	// change since starts a new rollout from pass 1. Read into the planner's input directly: a
+	// map of the lines by cluster would be one more map of every cluster per reconcile.
 	clusters := make(map[string]rollout.Cluster, len(selected))
+	current := false
+	if c := meta.FindStatusCondition(root.Status.Conditions, rolloutCondition); c != nil && c.ObservedGeneration == root.Generation {
+		current = true
+		for _, line := range root.Status.Status {
+			if line != nil && selected.Has(line.ClusterName) {
+				clusters[line.ClusterName] = rollout.Cluster{Status: line.RolloutStatus, LastTransitionTime: line.LastTransitionTime}
+			}
+		}
+	}
 	anyActive := false
 	for name := range selected {
-		c := rollout.Cluster{}
-		if line := recorded[name]; line != nil {
-			c.Status, c.LastTransitionTime = line.RolloutStatus, line.LastTransitionTime
-		}
 		if rep := in.replicas[name]; rep != nil && specMatches(rep, active(name), sp.hash[active(name)]) {
+			c := clusters[name]
 			c.Active = true
 			c.Reported = reportOf(rep)
 			anyActive = true
+			clusters[name] = c
+		} else if _, ok := clusters[name]; !ok {
+			clusters[name] = rollout.Cluster{}
 		}
-		clusters[name] = c
 	}
 	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters,
 		Root: root.Namespace + "/" + root.Name}
@@ -109,8 +110,12 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 			spec = sp.inform
 		}
 		out.desired[name] = spec
+		// Only what was reported: a missing entry reads as nothing reported, and a fleet that has
+		// not reported yet costs no map.
 		if rep := in.replicas[name]; rep != nil && specMatches(rep, spec, sp.hash[spec]) {
-			out.compliance[name] = reportOf(rep)
+			if state := reportOf(rep); state != "" {
+				out.compliance[name] = state
+			}
 		}
 	}
 	return out, nil
