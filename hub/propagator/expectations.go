@@ -12,13 +12,15 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// expectationTTL is how long a write may stay unseen by a cache that has stopped moving before the
-// replica is compared again: it covers a write whose object was deleted before the cache saw
-// it and a relist skipped both. A cache that is still moving but behind (a loaded hub at
-// 150,000 replicas lagged its own writes by more than five minutes, and re-sent 28,423 creates
-// the apiserver answered "already exists") keeps the expectation until it reaches the write, up to
-// expectationMax; a cache that has passed the write and still shows an older version drops it
-// at once.
+// expectationTTL is how long a write whose resourceVersion the hub does not know (a create answered
+// "already exists") may stay unseen by a cache that has stopped moving before the replica is
+// compared again. A write whose version it knows stays expected until the cache passes that
+// version, up to expectationMax: a loaded hub at 150,000 replicas lagged its own writes by more
+// than five minutes and re-sent 28,423 creates the apiserver answered "already exists" under a
+// fixed five-minute TTL, and a hub whose cache stops receiving events for minutes (a watch that
+// sat silent until the reflector restarted it) re-sent 9,503 more after its writes ended. A
+// cache that passed the write and still shows an older version saw the object change or go:
+// that write is released at once.
 const (
 	expectationTTL = 5 * time.Minute
 	expectationMax = 30 * time.Minute
@@ -79,11 +81,17 @@ func (x *expectations) unseen(e *expectation, mark cacheMark) bool {
 	case mark.tracking && known && mark.seen >= written:
 		// The cache passed the write and shows an older version: the object changed since.
 		return false
+	case mark.tracking && known:
+		// Not reached yet: the write's own event is still to come, however late (a starved
+		// hub, a watch that sat silent until the reflector restarted it). A write whose object
+		// went before the cache saw it is released as soon as any later Policy event arrives.
+		return now.Sub(e.at) < expectationMax
 	case now.Sub(e.at) < expectationTTL:
 		return true
 	}
-	// Past the TTL only a cache still moving (behind, not stopped) keeps the write expected.
-	return x.tracking && now.Sub(x.rose) < expectationTTL && now.Sub(e.at) < expectationMax
+	// A write whose version is unknown (a create answered "already exists"): past the TTL only a
+	// cache still moving keeps it expected.
+	return mark.tracking && now.Sub(x.rose) < expectationTTL && now.Sub(e.at) < expectationMax
 }
 
 // cacheMark is how far the cache had got when a reconcile read it: the cache it read showed at
