@@ -4,5 +4,7 @@
 // test binary again) so its peak RSS is its own. BenchmarkPropagation rolls out with strategy All
 // or, with REGENT_BENCH_STRATEGY=ProgressivePerGroup, over decision groups answered by simulated
 // spokes; REGENT_BENCH_EDIT=1 then edits one root on the settled fleet and times it to every
-// replica, counting the hub's requests per changed replica.
+// replica, counting the hub's requests per changed replica. REGENT_BENCH_CPU_PROFILE=<path> writes
+// the hub child's CPU profile from its start to its stop (a restarted hub's to <path>.2), as
+// REGENT_BENCH_HEAP_PROFILE writes its heap at the end.
 package bench

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -43,15 +44,34 @@ func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name st
 		p.Spec.PolicyTemplates[0].ObjectDefinition.Raw = []byte(strings.Replace(raw, `"name":"prod"`, `"name":"`+editMarker+`"`, 1))
 	})
 
-	// Watched from before the edit, so no replica's change is missed.
+	// Watched from before the edit, so no replica's change is missed; each watch lasts at most a
+	// minute and one that cannot be resumed is replaced by a list (see waitForReplicas).
 	carries := map[string]bool{}
 	rv := list.ResourceVersion
 	for len(carries) < clusters {
-		w, err := c.Watch(ctx, &policyv1.PolicyList{}, selector, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if rv == "" {
+			if err := c.List(ctx, list, selector); err != nil {
+				b.Fatal(err)
+			}
+			for i := range list.Items {
+				if hasEdit(&list.Items[i]) {
+					carries[list.Items[i].Namespace] = true
+				}
+			}
+			rv = list.ResourceVersion
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		w, err := c.Watch(wctx, &policyv1.PolicyList{}, selector, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
+			cancel()
 			b.Fatal(err)
 		}
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				rv = ""
+				break
+			}
 			p, ok := ev.Object.(*policyv1.Policy)
 			if !ok {
 				continue
@@ -65,6 +85,7 @@ func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name st
 			}
 		}
 		w.Stop()
+		cancel()
 	}
 	secs = time.Since(began).Seconds()
 	if progressive {

@@ -41,6 +41,21 @@ func TestHubProcess(t *testing.T) {
 	burst, _ := strconv.Atoi(os.Getenv(envBurst))
 	memLimit, _ := strconv.ParseInt(os.Getenv(envMemLimit), 10, 64)
 	concurrentRoots, _ := strconv.Atoi(os.Getenv(envRoots))
+	// A CPU profile of the hub from start to SIGTERM; a restarted hub writes <path>.2.
+	if path := os.Getenv("REGENT_BENCH_CPU_PROFILE"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if os.IsExist(err) {
+			f, err = os.Create(path + ".2")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if err := hub.Run(ctx, hub.Options{Config: cfg, QPS: float32(qps), Burst: burst, MetricsBindAddress: os.Getenv(envMetrics), MemoryLimit: memLimit, ConcurrentRoots: concurrentRoots}); err != nil {

@@ -17,6 +17,8 @@ type input struct {
 	replicas  map[string]*policyv1.Policy
 	selection selection
 	groups    sdkv1beta1.ClusterGroupsMap
+	// selected are the clusters of groups; clustersOf(groups) when nil.
+	selected sets.Set[string]
 	// enforcing are the clusters of placements whose binding overrides remediation to enforce.
 	enforcing sets.Set[string]
 	// violations are the fail counts of the clusters' rolled-up reports, by cluster.
@@ -55,31 +57,37 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		return sp.active
 	}
 
+	selected := in.selected
+	if selected == nil {
+		selected = clustersOf(in.groups)
+	}
 	// The root's record is for the rollout of the generation in its Rollout condition; any spec
-	// change since starts a new rollout from pass 1.
-	recorded := map[string]*policyv1.CompliancePerClusterStatus{}
+	// change since starts a new rollout from pass 1. Read into the planner's input directly: a
+	// map of the lines by cluster would be one more map of every cluster per reconcile.
+	clusters := make(map[string]rollout.Cluster, len(selected))
 	current := false
 	if c := meta.FindStatusCondition(root.Status.Conditions, rolloutCondition); c != nil && c.ObservedGeneration == root.Generation {
 		current = true
 		for _, line := range root.Status.Status {
-			recorded[line.ClusterName] = line
+			if line != nil && selected.Has(line.ClusterName) {
+				clusters[line.ClusterName] = rollout.Cluster{Status: line.RolloutStatus, LastTransitionTime: line.LastTransitionTime}
+			}
 		}
 	}
-	clusters := map[string]rollout.Cluster{}
 	anyActive := false
-	for name := range in.groups.GetClusters() {
-		c := rollout.Cluster{}
-		if line := recorded[name]; line != nil {
-			c.Status, c.LastTransitionTime = line.RolloutStatus, line.LastTransitionTime
-		}
+	for name := range selected {
 		if rep := in.replicas[name]; rep != nil && specMatches(rep, active(name), sp.hash[active(name)]) {
+			c := clusters[name]
 			c.Active = true
 			c.Reported = reportOf(rep)
 			anyActive = true
+			clusters[name] = c
+		} else if _, ok := clusters[name]; !ok {
+			clusters[name] = rollout.Cluster{}
 		}
-		clusters[name] = c
 	}
-	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters}
+	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters,
+		Root: root.Namespace + "/" + root.Name}
 	// Pass 1 of a progressive rollout: nothing recorded for this generation yet. A replica that
 	// already enforces this generation means turns were handed out and the record was lost; the
 	// planner takes that as evidence instead of starting over.
@@ -102,8 +110,12 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 			spec = sp.inform
 		}
 		out.desired[name] = spec
+		// Only what was reported: a missing entry reads as nothing reported, and a fleet that has
+		// not reported yet costs no map.
 		if rep := in.replicas[name]; rep != nil && specMatches(rep, spec, sp.hash[spec]) {
-			out.compliance[name] = reportOf(rep)
+			if state := reportOf(rep); state != "" {
+				out.compliance[name] = state
+			}
 		}
 	}
 	return out, nil
@@ -113,4 +125,20 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 // generation (the contract with the spoke), and nothing otherwise.
 func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
 	return rep.ReportedCompliance()
+}
+
+// clustersOf is groups.GetClusters() built in one set: GetClusters unions group by group, copying
+// the clusters gathered so far at each step.
+func clustersOf(groups sdkv1beta1.ClusterGroupsMap) sets.Set[string] {
+	n := 0
+	for _, g := range groups {
+		n += g.Len()
+	}
+	out := make(sets.Set[string], n)
+	for _, g := range groups {
+		for name := range g {
+			out.Insert(name)
+		}
+	}
+	return out
 }

@@ -2,18 +2,29 @@ package propagator
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
-// expectationTTL bounds how long a write may stay unseen by the cache before the replica is
-// compared again; it covers a write whose object was deleted before the cache saw it and a relist
-// skipped both. Five minutes, as the ReplicaSet controller's expectations: on a loaded hub the cache
-// can lag well behind the writes, and at 30 s a 10,000-replica propagation on a machine at load
-// 40–50 re-sent 3,131 creates the apiserver answered "already exists".
-const expectationTTL = 5 * time.Minute
+// expectationTTL is how long a write whose resourceVersion the hub does not know (a create answered
+// "already exists") may stay unseen by a cache that has stopped moving before the replica is
+// compared again. A write whose version it knows stays expected until the cache passes that
+// version, up to expectationMax: a loaded hub at 150,000 replicas lagged its own writes by more
+// than five minutes and re-sent 28,423 creates the apiserver answered "already exists" under a
+// fixed five-minute TTL, and a hub whose cache stops receiving events for minutes (a watch that
+// sat silent until the reflector restarted it) re-sent 9,503 more after its writes ended. A
+// cache that passed the write and still shows an older version saw the object change or go:
+// that write is released at once.
+const (
+	expectationTTL = 5 * time.Minute
+	expectationMax = 30 * time.Minute
+)
 
 // expectations remember, per replica, the resourceVersions that precede the hub's last write to
 // it. While the cache still shows one of them it has not seen that write, and comparing against it
@@ -27,6 +38,13 @@ const expectationTTL = 5 * time.Minute
 type expectations struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]*expectation
+	// seen is the highest resourceVersion the Policy informer has handed to its handlers (after
+	// its store took it: the cache shows everything up to it), rose when it last grew; tracking
+	// says the informer reports it at all. Clock is the real one when nil.
+	seen     uint64
+	rose     time.Time
+	tracking bool
+	clock    clock.PassiveClock
 }
 
 type expectation struct {
@@ -36,15 +54,15 @@ type expectation struct {
 }
 
 // pending says whether the cache has not yet seen the hub's last write to key; cachedRV is ""
-// when the cache has no such object.
-func (x *expectations) pending(key types.NamespacedName, cachedRV string) bool {
+// when the cache has no such object, read after mark was taken.
+func (x *expectations) pending(key types.NamespacedName, cachedRV string, mark cacheMark) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.m[key]
 	if !ok {
 		return false
 	}
-	if slices.Contains(e.stale, cachedRV) && time.Since(e.at) < expectationTTL {
+	if slices.Contains(e.stale, cachedRV) && x.unseen(e, mark) {
 		return true
 	}
 	delete(x.m, key)
@@ -52,6 +70,88 @@ func (x *expectations) pending(key types.NamespacedName, cachedRV string) bool {
 		x.m = nil
 	}
 	return false
+}
+
+// unseen says whether the cache, as read after mark, can still be on its way to the write e
+// expects.
+func (x *expectations) unseen(e *expectation, mark cacheMark) bool {
+	now := x.now()
+	written, known := parseRV(e.last)
+	switch {
+	case mark.tracking && known && mark.seen >= written:
+		// The cache passed the write and shows an older version: the object changed since.
+		return false
+	case mark.tracking && known:
+		// Not reached yet: the write's own event is still to come, however late (a starved
+		// hub, a watch that sat silent until the reflector restarted it). A write whose object
+		// went before the cache saw it is released as soon as any later Policy event arrives.
+		return now.Sub(e.at) < expectationMax
+	case now.Sub(e.at) < expectationTTL:
+		return true
+	}
+	// A write whose version is unknown (a create answered "already exists"): past the TTL only a
+	// cache still moving keeps it expected.
+	return mark.tracking && now.Sub(x.rose) < expectationTTL && now.Sub(e.at) < expectationMax
+}
+
+// cacheMark is how far the cache had got when a reconcile read it: the cache it read showed at
+// least that much. Comparing with the progress at the time of the comparison instead would take
+// a write the cache reached after the read for one the read object should have shown.
+type cacheMark struct {
+	seen     uint64
+	tracking bool
+}
+
+// mark is taken before the cache is read.
+func (x *expectations) mark() cacheMark {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return cacheMark{seen: x.seen, tracking: x.tracking}
+}
+
+// observed records that the cache holds everything up to the resourceVersion of obj, a Policy the
+// informer hands to its handlers (a tombstone on delete).
+func (x *expectations) observed(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	rv, ok := parseRV(o.GetResourceVersion())
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.tracking = true
+	if rv > x.seen {
+		x.seen, x.rose = rv, x.now()
+	}
+}
+
+// progress is the informer's event handler feeding observed.
+func (x *expectations) progress() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { x.observed(obj) },
+		UpdateFunc: func(_, obj any) { x.observed(obj) },
+		DeleteFunc: func(obj any) { x.observed(obj) },
+	}
+}
+
+func (x *expectations) now() time.Time {
+	if x.clock == nil {
+		return time.Now()
+	}
+	return x.clock.Now()
+}
+
+// parseRV reads a resourceVersion as the etcd revision it is on a kube-apiserver (the API calls it
+// opaque: a version that does not parse is simply not compared).
+func parseRV(rv string) (uint64, bool) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	return n, err == nil && rv != ""
 }
 
 // wrote records a write to key that moved it from version before ("" when it did not exist) to
@@ -71,7 +171,7 @@ func (x *expectations) wrote(key types.NamespacedName, before, after string) {
 	if e.last != "" {
 		e.stale = appendNew(e.stale, e.last)
 	}
-	e.last, e.at = after, time.Now()
+	e.last, e.at = after, x.now()
 }
 
 func appendNew(versions []string, v string) []string {

@@ -74,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The root is gone: so are its replicas.
 		r.retries.forget(req.NamespacedName)
 		r.statusWrites.forget(req.NamespacedName)
+		r.Planner.Forget(req.Namespace + "/" + req.Name)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
 	if isReplica(root) {
@@ -87,6 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.known.Store(req.NamespacedName, struct{}{})
+	read := r.expect.mark()
 	replicas, err := r.replicasOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -105,7 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// For example a PlacementDecision without its group index: retried, and said on the root.
 		return ctrl.Result{}, errors.Join(err, r.reportProblem(ctx, root, "PlacementUnreadable", err))
 	}
-	if err := r.checkReplicatedSize(root, in.groups.GetClusters()); err != nil {
+	if err := r.checkReplicatedSize(root, in.selected); err != nil {
 		// Only an edit of the root or of its placement can fix it: nothing to retry.
 		return ctrl.Result{}, r.reportProblem(ctx, root, replicatedSizeOverLimit, err)
 	}
@@ -121,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
 	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
 	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
-	out := r.writeReplicas(ctx, root, plan, replicas)
+	out := r.writeReplicas(ctx, root, plan, replicas, read)
 	observe(root, plan)
 	if err := r.reportWrites(ctx, root, len(plan.desired), out); err != nil {
 		return ctrl.Result{}, err
@@ -158,6 +160,7 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 	if in.groups, err = r.groups(ctx, in.selection.Placements, in.selection.Rules); err != nil {
 		return input{}, err
 	}
+	in.selected = clustersOf(in.groups)
 	if len(in.selection.Enforcing)+len(in.selection.EnforcingRules) > 0 {
 		enforcing, err := r.groups(ctx, in.selection.Enforcing, in.selection.EnforcingRules)
 		if err != nil {
@@ -188,15 +191,7 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 // decision computed just before a user's edit is one the hub could as well have taken just before
 // it; the edit's own event recomputes the status.
 func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) error {
-	status := root.Status.DeepCopy()
-	status.Placement = p.selection.Status
-	status.Status = clusterLines(p.decision, p.compliance, p.violations)
-	status.ComplianceState = aggregateCompliance(status.Status)
-	status.RolloutStatus = p.decision.Aggregate
-	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),
-		overridesConditionFor(root.Generation, p.overridesIgnored), deprecationConditionFor(root.Generation, p.selection))
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: propagatedCondition, Status: metav1.ConditionTrue,
-		ObservedGeneration: root.Generation, Reason: "Propagated", Message: fmt.Sprintf("replicated to %d clusters", len(p.desired))})
+	status := rootStatusFor(root, p)
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		return nil
 	}
@@ -206,6 +201,28 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	}
 	r.announce(root, before, p)
 	return nil
+}
+
+// rootStatusFor is the root's status as the plan has it.
+func rootStatusFor(root *policyv1.Policy, p plan) *policyv1.PolicyStatus {
+	// One line per selected cluster: when they already say what the plan does, the root's own
+	// are kept (root is the reconcile's copy), neither copied nor rebuilt, and compare equal at once.
+	rest := root.Status
+	rest.Status = nil
+	status := rest.DeepCopy()
+	status.Placement = p.selection.Status
+	if linesCurrent(root.Status.Status, p.decision, p.compliance, p.violations) {
+		status.Status = root.Status.Status
+	} else {
+		status.Status = clusterLines(p.decision, p.compliance, p.violations)
+	}
+	status.ComplianceState = aggregateCompliance(status.Status)
+	status.RolloutStatus = p.decision.Aggregate
+	setConditions(&status.Conditions, rolloutConditionFor(root.Generation, p.decision, root.Spec.Disabled),
+		overridesConditionFor(root.Generation, p.overridesIgnored), deprecationConditionFor(root.Generation, p.selection))
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: propagatedCondition, Status: metav1.ConditionTrue,
+		ObservedGeneration: root.Generation, Reason: "Propagated", Message: fmt.Sprintf("replicated to %d clusters", len(p.desired))})
+	return status
 }
 
 // announce records an Event for each step of the rollout the status write just made official.

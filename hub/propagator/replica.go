@@ -79,9 +79,51 @@ func newReplica(root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec
 // replicaCurrent says whether an existing replica already is what newReplica would build; hash is
 // spec's SpecHash.
 func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
-	labels, annotations := replicaMeta(root, existing.Namespace)
-	return labelsMatch(existing, labels) && mapsEqual(existing.Annotations, annotations) &&
-		specMatches(existing, spec, hash)
+	return wantMetaOf(root).matches(existing) && specMatches(existing, spec, hash)
+}
+
+// wantMeta is replicaMeta for every cluster at once: the labels without the two cluster labels,
+// which are the replica's namespace.
+type wantMeta struct {
+	labels, annotations map[string]string
+}
+
+func wantMetaOf(root *policyv1.Policy) wantMeta {
+	labels, annotations := replicaMeta(root, "")
+	delete(labels, ClusterNameLabel)
+	delete(labels, ClusterNSLabel)
+	return wantMeta{labels: labels, annotations: annotations}
+}
+
+// matches says whether rep has the labels and annotations replicaMeta gives its cluster, its
+// cluster labels elided in the cache (CompactReplica) or not.
+func (w wantMeta) matches(rep *policyv1.Policy) bool {
+	if !mapsEqual(rep.Annotations, w.annotations) {
+		return false
+	}
+	_, elided := rep.Labels[clusterLabelsElided]
+	if elided {
+		if len(rep.Labels) != len(w.labels)+1 {
+			return false
+		}
+	} else if len(rep.Labels) != len(w.labels)+2 || rep.Labels[ClusterNameLabel] != rep.Namespace || rep.Labels[ClusterNSLabel] != rep.Namespace {
+		return false
+	}
+	for k, v := range rep.Labels {
+		switch k {
+		case clusterLabelsElided:
+			continue
+		case ClusterNameLabel, ClusterNSLabel:
+			if elided {
+				return false
+			}
+			continue
+		}
+		if w, ok := w.labels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 func mapsEqual(a, b map[string]string) bool {

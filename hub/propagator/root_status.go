@@ -35,6 +35,31 @@ func clusterLines(d rollout.Decision, compliance map[string]policyv1.ComplianceS
 	return lines
 }
 
+// linesCurrent says whether lines are what clusterLines would build, without building them.
+func linesCurrent(lines []*policyv1.CompliancePerClusterStatus, d rollout.Decision, compliance map[string]policyv1.ComplianceState, violations map[string]int64) bool {
+	if len(lines) != len(d.Clusters) {
+		return false
+	}
+	for i, l := range lines {
+		if l == nil || i > 0 && lines[i-1].ClusterName >= l.ClusterName {
+			return false
+		}
+		c, ok := d.Clusters[l.ClusterName]
+		if !ok || l.ClusterNamespace != l.ClusterName || l.RolloutStatus != c.Status || l.ComplianceState != compliance[l.ClusterName] {
+			return false
+		}
+		if (l.LastTransitionTime == nil) != (c.LastTransitionTime == nil) ||
+			l.LastTransitionTime != nil && !l.LastTransitionTime.Equal(c.LastTransitionTime) {
+			return false
+		}
+		v, counted := violations[l.ClusterName]
+		if (l.Violations != nil) != counted || counted && *l.Violations != v {
+			return false
+		}
+	}
+	return true
+}
+
 // aggregateCompliance follows OCM's precedence: NonCompliant over Pending over unknown over
 // Compliant; no cluster at all is unknown.
 func aggregateCompliance(lines []*policyv1.CompliancePerClusterStatus) policyv1.ComplianceState {

@@ -88,6 +88,10 @@ func (r *Reconciler) indexReplicas(ctx context.Context, mgr ctrl.Manager) error 
 	if err != nil {
 		return err
 	}
+	// How far the cache got: expectations wait for a lagging cache as long as it moves.
+	if _, err := inf.AddEventHandler(r.expect.progress()); err != nil {
+		return err
+	}
 	if withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		err := inf.AddIndexers(toolscache.Indexers{rootIndex: func(obj any) ([]string, error) {
 			if o, ok := obj.(client.Object); ok {

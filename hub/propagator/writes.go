@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/hub/rollout"
 )
 
 // fieldOwner is the hub's field manager for the replica status fields it applies.
@@ -26,7 +27,7 @@ const fieldOwner = client.FieldOwner("regent-hub")
 // propagation makes every replica exist before it spends requests on statuses), then rollout
 // statuses, then deletions of replicas no longer selected. A write that fails fails only its own
 // cluster: the others still move, and the failures come back by cluster for the root to report.
-func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy) writeOutcome {
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy, read cacheMark) writeOutcome {
 	clusters := make([]string, 0, len(p.desired))
 	for name := range p.desired {
 		clusters = append(clusters, name)
@@ -35,7 +36,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	// Replicas whose last write the cache has not seen yet wait for the next pass.
 	var ready []string
 	for _, cluster := range clusters {
-		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster])) {
+		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster]), read) {
 			ready = append(ready, cluster)
 		}
 	}
@@ -54,15 +55,30 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	if hasHubTemplates(root) {
 		run = r.newHubTemplateRun(root)
 	}
+	// Most clusters of a large root need no write on a given pass: they are told apart here, in
+	// this goroutine, and only the others get one of their own (3,000 goroutines per pass would
+	// cost more than the comparisons).
+	meta := wantMetaOf(root)
+	current := func(cluster string, spec *policyv1.PolicySpec) bool {
+		rep := existing[cluster]
+		return rep != nil && meta.matches(rep) && specMatches(rep, spec, p.hash[spec])
+	}
+	toWrite := func(enforce bool) []string {
+		var out []string
+		for _, cluster := range clusters {
+			spec := p.desired[cluster]
+			if enforcing(spec) == enforce && (run != nil || !current(cluster, spec)) {
+				out = append(out, cluster)
+			}
+		}
+		return out
+	}
 	// Clusters stop enforcing before others start: when a new rollout takes enforcement away from
 	// a cluster and gives it to another, the two are never enforced at once. So a cluster that
 	// could not be told to stop holds back every cluster about to start.
 	gens := &generations{m: map[string]int64{}}
-	stopped := r.eachCluster(clusters, func(cluster string) error {
+	stopped := r.eachCluster(toWrite(false), func(cluster string) error {
 		spec := p.desired[cluster]
-		if enforcing(spec) {
-			return nil
-		}
 		return gens.record(cluster)(r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster]))
 	})
 	maps.Copy(failed, stopped)
@@ -75,16 +91,13 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	if len(out.stillEnforcing) > 0 {
 		for _, cluster := range clusters {
 			spec := p.desired[cluster]
-			if enforcing(spec) && (existing[cluster] == nil || !replicaCurrent(existing[cluster], root, spec, p.hash[spec])) {
+			if enforcing(spec) && !current(cluster, spec) {
 				out.held = append(out.held, cluster)
 			}
 		}
 	} else {
-		maps.Copy(failed, r.eachCluster(clusters, func(cluster string) error {
+		maps.Copy(failed, r.eachCluster(toWrite(true), func(cluster string) error {
 			spec := p.desired[cluster]
-			if !enforcing(spec) {
-				return nil
-			}
 			return gens.record(cluster)(r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster]))
 		}))
 	}
@@ -97,9 +110,11 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		if _, ok := failed[cluster]; ok {
 			continue
 		}
-		written = append(written, cluster)
 		if existing[cluster] == nil {
 			created = true
+		}
+		if _, _, needed := statusWrite(cluster, p, existing[cluster], gens.get(cluster)); needed {
+			written = append(written, cluster)
 		}
 	}
 	if !created {
@@ -221,8 +236,21 @@ func (g *generations) get(cluster string) int64 {
 // cached replica has no spec but its remediation action (TrimReplica): what it implies is read
 // from the plan's spec it matches.
 func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy, written int64) error {
-	if existing == nil {
+	want, gen, needed := statusWrite(cluster, p, existing, written)
+	switch {
+	case !needed:
 		return nil
+	case want == "":
+		return r.clearStatus(ctx, root, cluster, existing)
+	}
+	return r.applyStatus(ctx, root, cluster, p.decision.Clusters[cluster], want, gen, existing)
+}
+
+// statusWrite says what writeStatus writes on cluster's replica: want at generation gen, or the
+// hub's status removed when want is "", and whether anything at all (needed).
+func statusWrite(cluster string, p plan, existing *policyv1.Policy, written int64) (want policyv1.RolloutStatus, gen int64, needed bool) {
+	if existing == nil {
+		return "", 0, false
 	}
 	c := p.decision.Clusters[cluster]
 	spec := p.desired[cluster]
@@ -237,16 +265,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, clu
 		carried := &policyv1.PolicySpec{RemediationAction: existing.Spec.RemediationAction, RolloutStrategy: spec.RolloutStrategy}
 		implied = policyv1.ImpliedRolloutStatus(carried, existing.ReportedCompliance())
 	}
-	want := c.Status
+	want = c.Status
 	if want == implied {
 		want = ""
 	}
-	if replicaStatusCurrent(existing, want, c.Status, c.LastTransitionTime, gen) {
-		return nil
-	}
-	if want == "" {
-		return r.clearStatus(ctx, root, cluster, existing)
-	}
+	return want, gen, !replicaStatusCurrent(existing, want, c.Status, c.LastTransitionTime, gen)
+}
+
+func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, cluster string, c rollout.Cluster, want policyv1.RolloutStatus, gen int64, existing *policyv1.Policy) error {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(policyv1.GroupVersion.String())
 	u.SetKind("Policy")

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"time"
 
@@ -25,11 +26,15 @@ type Input struct {
 	// Clusters holds what is known of the selected clusters; a selected cluster missing here is
 	// new to the rollout.
 	Clusters map[string]Cluster
+	// Root names the root the decision is for. When set, Plan answers an input it answered before
+	// without asking the handler again, if that answer changed nothing (see settled); "" always asks.
+	Root string
 }
 
 // Decision is the outcome for one root.
 type Decision struct {
-	// Clusters is the new state of every selected cluster (Active and Reported copied through).
+	// Clusters is the new state of every selected cluster (Active and Reported copied through); it
+	// may be Input.Clusters itself (a settled root answered again), so neither is written to after.
 	Clusters map[string]Cluster
 	// Started lists the clusters whose turn to enforce came in this decision, sorted.
 	Started []string
@@ -48,20 +53,35 @@ type Decision struct {
 
 // Planner decides rollouts against one clock.
 type Planner struct {
-	clock clock.Clock
+	clock   clock.Clock
+	settled settled
 }
 
 // NewPlanner returns a Planner reading time from c. sdk-go's handler reads the package-wide
 // RolloutClock, so c is installed there: every Planner of a process must share one clock.
 func NewPlanner(c clock.Clock) *Planner {
 	sdkv1alpha1.RolloutClock = c
-	return &Planner{clock: c}
+	return &Planner{clock: c, settled: settled{seed: maphash.MakeSeed()}}
 }
 
 // Plan observes each cluster, asks sdk-go's RolloutHandler whose turn it is, and returns the new
 // state. Every status change stamps the cluster's LastTransitionTime, which is what soak time and
 // deadline count from, also after a restart.
 func (p *Planner) Plan(in Input) (Decision, error) {
+	fingerprint, keyed := p.settled.fingerprint(in)
+	if keyed {
+		if d, ok := p.settled.lookup(in, fingerprint); ok {
+			return d, nil
+		}
+	}
+	d, err := p.plan(in)
+	if err == nil && keyed {
+		p.settled.record(in, fingerprint, d)
+	}
+	return d, err
+}
+
+func (p *Planner) plan(in Input) (Decision, error) {
 	// Second precision: that is what survives a round trip through the apiserver.
 	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
 	out := Decision{Clusters: make(map[string]Cluster, len(in.Clusters))}

@@ -22,15 +22,18 @@ type sim struct {
 	t       *testing.T
 	clock   *clocktesting.FakeClock
 	planner *Planner
-	in      Input
+	// fresh decides every step from scratch (no root key, so nothing remembered): the planner
+	// must agree with it at every step.
+	fresh *Planner
+	in    Input
 }
 
 // newSim starts a rollout as the propagator does: a progressive one with its pass 1, which
 // records every cluster ToApply (its replica informs) before any turn is handed out.
 func newSim(t *testing.T, mode Mode, strategy clusterv1alpha1.RolloutStrategy, groups sdkv1beta1.ClusterGroupsMap) *sim {
 	c := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := &sim{t: t, clock: c, planner: NewPlanner(c),
-		in: Input{Mode: mode, Strategy: strategy, Groups: groups, Clusters: map[string]Cluster{}}}
+	s := &sim{t: t, clock: c, planner: NewPlanner(c), fresh: NewPlanner(c),
+		in: Input{Mode: mode, Strategy: strategy, Groups: groups, Clusters: map[string]Cluster{}, Root: "ns/root"}}
 	if mode == Progressive {
 		d, err := s.planner.FirstPass(s.in)
 		if err != nil {
@@ -43,9 +46,15 @@ func newSim(t *testing.T, mode Mode, strategy clusterv1alpha1.RolloutStrategy, g
 
 func (s *sim) plan() Decision {
 	s.t.Helper()
+	unkeyed := s.in
+	unkeyed.Root, unkeyed.Clusters = "", maps.Clone(s.in.Clusters)
+	want, wantErr := s.fresh.Plan(unkeyed)
 	d, err := s.planner.Plan(s.in)
 	if err != nil {
 		s.t.Fatalf("Plan: %v", err)
+	}
+	if wantErr != nil || !sameDecision(d, want) {
+		s.t.Fatalf("Plan remembering the root decided\n%+v\nwhere a fresh decision is\n%+v (%v)", d, want, wantErr)
 	}
 	for name, c := range d.Clusters {
 		c.Active = c.Status != policyv1.RolloutToApply
@@ -285,4 +294,16 @@ func TestPlan_Progressive_ClusterJoiningDuringASoakInformsFirstAndStartsWhenTheS
 	eq(t, "recheck at the end of c1's soak", *d.RecheckAfter, 30*time.Second)
 	s.clock.Step(30 * time.Second)
 	eq(t, "started once c1's soak ended", s.plan().Started, []string{"a0"})
+}
+
+func sameDecision(a, b Decision) bool {
+	norm := func(d Decision) Decision {
+		for _, l := range []*[]string{&d.Started, &d.TimedOut, &d.Failing} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		return d
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
 }

@@ -1,0 +1,29 @@
+package propagator
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Expectations gives the tests outside the package the hub's write expectations, fed by an
+// informer of their own.
+type Expectations struct{ x expectations }
+
+func NewExpectations(c clock.PassiveClock) *Expectations {
+	return &Expectations{x: expectations{clock: c}}
+}
+
+// Progress is the handler the hub adds to its Policy informer.
+func (e *Expectations) Progress() toolscache.ResourceEventHandler { return e.x.progress() }
+
+func (e *Expectations) Wrote(key types.NamespacedName, before, after string) {
+	e.x.wrote(key, before, after)
+}
+
+// Mark is taken before a read of the cache; Pending compares what that read showed.
+func (e *Expectations) Mark() any { return e.x.mark() }
+
+func (e *Expectations) Pending(key types.NamespacedName, cachedRV string, mark any) bool {
+	return e.x.pending(key, cachedRV, mark.(cacheMark))
+}
