@@ -14,6 +14,7 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/hub/propagator"
+	"regent.dev/regent/test/benchproc"
 )
 
 // editMarker is what editRoot writes into the root's template; a replica carries the edit once its
@@ -24,7 +25,7 @@ const editMarker = "prod-edited"
 // its clusters' replicas carries the edit, the seconds until its rollout succeeded again
 // (progressive only, else 0), and the hub's requests and writes meanwhile, counted once it is
 // quiet again.
-func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name string, clusters int, metricsAddr string, progressive bool) (secs, rolloutSecs, requests, writes float64) {
+func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name string, clusters int, child *benchproc.Process, progressive bool) (secs, rolloutSecs, requests, writes float64) {
 	selector := client.MatchingLabels{propagator.RootPolicyLabel: ns + "." + name}
 	list := &policyv1.PolicyList{}
 	if err := c.List(ctx, list, selector); err != nil {
@@ -33,7 +34,7 @@ func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name st
 	if len(list.Items) != clusters {
 		b.Fatalf("%d replicas of %s/%s before the edit, want %d", len(list.Items), ns, name, clusters)
 	}
-	r0, w0 := scrape(metricsAddr, "rest_client_requests_total"), scrapeWrites(metricsAddr)
+	r0, w0 := child.Sum("rest_client_requests_total"), child.Writes()
 	root := &policyv1.Policy{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, root); err != nil {
 		b.Fatal(err)
@@ -92,8 +93,8 @@ func editRoot(b *testing.B, ctx context.Context, c client.WithWatch, ns, name st
 		awaitRolledOut(b, ctx, c, ns, name, clusters, editMarker)
 		rolloutSecs = time.Since(began).Seconds()
 	}
-	awaitQuiet(metricsAddr, 0)
-	return secs, rolloutSecs, scrape(metricsAddr, "rest_client_requests_total") - r0, scrapeWrites(metricsAddr) - w0
+	awaitQuiet(child, 0)
+	return secs, rolloutSecs, child.Sum("rest_client_requests_total") - r0, child.Writes() - w0
 }
 
 func hasEdit(p *policyv1.Policy) bool {

@@ -1,19 +1,14 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +32,7 @@ import (
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/hub"
 	"regent.dev/regent/hub/propagator"
+	"regent.dev/regent/test/benchproc"
 )
 
 var scheme = func() *runtime.Scheme {
@@ -47,13 +43,6 @@ var scheme = func() *runtime.Scheme {
 	utilruntime.Must(policyv1.AddToScheme(s))
 	return s
 }()
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
 
 // BenchmarkPropagation: 1,000 clusters, 10 root policies, strategy All. Reports seconds until all
 // replicas exist and requests for the hub, for a plain client-go loop creating the same objects
@@ -66,7 +55,7 @@ func envInt(name string, def int) int {
 // its rollout succeeded again) and the hub's requests per changed replica.
 func BenchmarkPropagation(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
-	clusters, roots := envInt("REGENT_BENCH_CLUSTERS", 1000), envInt("REGENT_BENCH_ROOTS", 10)
+	clusters, roots := benchproc.EnvInt("REGENT_BENCH_CLUSTERS", 1000), benchproc.EnvInt("REGENT_BENCH_ROOTS", 10)
 	strategy := clusterv1alpha1.RolloutType(os.Getenv("REGENT_BENCH_STRATEGY"))
 	switch strategy {
 	case "":
@@ -75,7 +64,7 @@ func BenchmarkPropagation(b *testing.B) {
 	default:
 		b.Fatalf("REGENT_BENCH_STRATEGY=%s: the bench runs All or ProgressivePerGroup", strategy)
 	}
-	qps, burst := envInt("REGENT_BENCH_QPS", hub.DefaultQPS), envInt("REGENT_BENCH_BURST", hub.DefaultBurst)
+	qps, burst := benchproc.EnvInt("REGENT_BENCH_QPS", hub.DefaultQPS), benchproc.EnvInt("REGENT_BENCH_BURST", hub.DefaultBurst)
 	h := fleettest.Hub(b)
 	ctx := context.Background()
 	admin := rest.CopyConfig(h.Config)
@@ -236,9 +225,8 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 		b.Fatal(err)
 	}
 
-	child, metricsAddr := startMeasuredHub(b, kubeconfig, qps, burst)
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
-	before := scrape(metricsAddr, "rest_client_requests_total")
+	child := startMeasuredHub(b, kubeconfig, qps, burst)
+	before := child.Sum("rest_client_requests_total")
 
 	if progressive {
 		spokeCtx, stopSpokes := context.WithCancel(ctx)
@@ -268,74 +256,64 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	}
 	// Let the hub finish whatever follows the creations, then count its requests.
 	time.Sleep(3 * time.Second)
-	awaitQuiet(metricsAddr, roots)
-	run.requests = scrape(metricsAddr, "rest_client_requests_total") - before
-	run.writes = scrape(metricsAddr, "regent_propagator_apiserver_writes_total")
-	logRequests(b, "hub", metricsAddr)
-	run.rss = peakRSS(child.Process.Pid)
-	run.cpu = cpuSeconds(child.Process.Pid)
-	run.reconciles = sumFamily(strings.NewReader(metricsText(metricsAddr)), "controller_runtime_reconcile_total")
+	awaitQuiet(child, roots)
+	run.requests = child.Sum("rest_client_requests_total") - before
+	run.writes = child.Sum("regent_propagator_apiserver_writes_total")
+	logRequests(b, "hub", child)
+	run.rss = child.PeakRSS()
+	run.cpu = child.CPUSeconds()
+	run.reconciles = child.Sum("controller_runtime_reconcile_total")
 
-	if idle := envInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
-		w0, cpu0 := scrapeWrites(metricsAddr), cpuSeconds(child.Process.Pid)
+	if idle := benchproc.EnvInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
+		w0, cpu0 := child.Writes(), child.CPUSeconds()
 		time.Sleep(time.Duration(idle) * time.Second)
 		run.idleSecs = float64(idle)
-		run.idleWrites = scrapeWrites(metricsAddr) - w0
-		run.idleCPU = cpuSeconds(child.Process.Pid) - cpu0
-		logRequests(b, "idle hub", metricsAddr)
+		run.idleWrites = child.Writes() - w0
+		run.idleCPU = child.CPUSeconds() - cpu0
+		logRequests(b, "idle hub", child)
 	}
 	if os.Getenv("REGENT_BENCH_EDIT") == "1" {
 		run.edited = true
-		run.editSecs, run.editRolloutSecs, run.editRequests, run.editWrites = editRoot(b, ctx, c, ns, "p0", len(clusters), metricsAddr, progressive)
-		logRequests(b, "hub after the edit", metricsAddr)
+		run.editSecs, run.editRolloutSecs, run.editRequests, run.editWrites = editRoot(b, ctx, c, ns, "p0", len(clusters), child, progressive)
+		logRequests(b, "hub after the edit", child)
 	}
-	_ = child.Process.Signal(syscall.SIGTERM)
-	_ = child.Wait()
+	child.Stop()
 
 	if os.Getenv("REGENT_BENCH_RESTART") == "1" {
 		began := time.Now()
-		again, addr := startMeasuredHub(b, kubeconfig, qps, burst)
-		defer func() { _ = again.Process.Kill(); _ = again.Wait() }()
-		awaitQuiet(addr, roots)
+		again := startMeasuredHub(b, kubeconfig, qps, burst)
+		awaitQuiet(again, roots)
 		run.restarted = true
 		run.restartSecs = time.Since(began).Seconds()
-		run.restartRequests = scrape(addr, "rest_client_requests_total")
-		run.restartWrites = scrapeWrites(addr)
-		run.restartRSS = peakRSS(again.Process.Pid)
-		logRequests(b, "restarted hub", addr)
-		_ = again.Process.Signal(syscall.SIGTERM)
-		_ = again.Wait()
+		run.restartRequests = again.Sum("rest_client_requests_total")
+		run.restartWrites = again.Writes()
+		run.restartRSS = again.PeakRSS()
+		logRequests(b, "restarted hub", again)
+		again.Stop()
 	}
 	return run
 }
 
 // startMeasuredHub starts the hub as a child process and returns once its controller started,
 // which is after its caches synced (controller-runtime publishes its reconcile counters then).
-func startMeasuredHub(b *testing.B, kubeconfig string, qps, burst int) (*exec.Cmd, string) {
-	metricsAddr := freeAddr(b)
-	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
-	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envQPS+"="+strconv.Itoa(qps),
-		envBurst+"="+strconv.Itoa(burst), envMetrics+"="+metricsAddr)
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	for !strings.Contains(metricsText(metricsAddr), `controller_runtime_reconcile_total{controller="root-policy"`) {
+func startMeasuredHub(b *testing.B, kubeconfig string, qps, burst int) *benchproc.Process {
+	child := benchproc.Start(b, "TestHubProcess", kubeconfig, envQPS+"="+strconv.Itoa(qps), envBurst+"="+strconv.Itoa(burst))
+	for !strings.Contains(child.Metrics(), `controller_runtime_reconcile_total{controller="root-policy"`) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	return child, metricsAddr
+	return child
 }
 
 // awaitQuiet returns once the hub reconciled every root at least once, has nothing queued, and
 // sent no request for 5 seconds.
-func awaitQuiet(addr string, roots int) {
+func awaitQuiet(child *benchproc.Process, roots int) {
 	for quiet := 0; quiet < 5; {
-		r := scrape(addr, "rest_client_requests_total")
+		r := child.Sum("rest_client_requests_total")
 		time.Sleep(time.Second)
-		text := metricsText(addr)
-		done := sumFamily(strings.NewReader(text), "controller_runtime_reconcile_total") >= float64(roots)
-		queued := sumFamily(strings.NewReader(text), "workqueue_depth") > 0
-		if done && !queued && sumFamily(strings.NewReader(text), "rest_client_requests_total") == r {
+		text := child.Metrics()
+		done := benchproc.Sum(text, "controller_runtime_reconcile_total") >= float64(roots)
+		queued := benchproc.Sum(text, "workqueue_depth") > 0
+		if done && !queued && benchproc.Sum(text, "rest_client_requests_total") == r {
 			quiet++
 		} else {
 			quiet = 0
@@ -343,46 +321,14 @@ func awaitQuiet(addr string, roots int) {
 	}
 }
 
-func logRequests(b *testing.B, who, addr string) {
+func logRequests(b *testing.B, who string, child *benchproc.Process) {
 	var lines []string
-	for _, line := range strings.Split(metricsText(addr), "\n") {
+	for _, line := range strings.Split(child.Metrics(), "\n") {
 		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") {
 			lines = append(lines, line)
 		}
 	}
 	b.Log(who + " requests:\n" + strings.Join(lines, "\n"))
-}
-
-// scrapeWrites sums the hub's requests that are not reads (client-go's rest_client_requests_total
-// by method).
-func scrapeWrites(addr string) float64 {
-	sum := 0.0
-	for _, line := range strings.Split(metricsText(addr), "\n") {
-		if !strings.HasPrefix(line, "rest_client_requests_total{") || strings.Contains(line, `method="GET"`) {
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-// cpuSeconds reads the user+system CPU time a process has used.
-func cpuSeconds(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command (which may hold spaces) start after the last ')'.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	if len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // USER_HZ
 }
 
 // waitForReplicas counts replicas as the apiserver announces their creation; a watch the apiserver
@@ -482,69 +428,4 @@ func parallel(workers, n int, fn func(int) error) {
 	if first != nil {
 		panic(first)
 	}
-}
-
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func metricsText(addr string) string {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return string(raw)
-}
-
-// scrape sums every sample of a metric family from a Prometheus text endpoint; 0 when unreachable.
-func scrape(addr, family string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	return sumFamily(resp.Body, family)
-}
-
-func sumFamily(r io.Reader, family string) float64 {
-	sum := 0.0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, family) {
-			continue
-		}
-		rest := line[len(family):]
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		fields := strings.Fields(line)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-// peakRSS reads the high-water mark of a process's resident set, in bytes.
-func peakRSS(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }

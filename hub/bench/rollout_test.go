@@ -3,10 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,14 +18,15 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/fleet/fleettest"
 	"regent.dev/regent/hub/propagator"
+	"regent.dev/regent/test/benchproc"
 )
 
 // BenchmarkRolloutPerGroup: one enforce root over 10 decision groups with a soak time, every spoke
 // answering Compliant as soon as its replica is enforced. Reports the time beyond the sum of the
 // soak times, per group: what the hub adds to each step of a progressive rollout.
 func BenchmarkRolloutPerGroup(b *testing.B) {
-	clusters, groups := envInt("REGENT_BENCH_CLUSTERS", 1000), 10
-	soak := time.Duration(envInt("REGENT_BENCH_SOAK_SECONDS", 2)) * time.Second
+	clusters, groups := benchproc.EnvInt("REGENT_BENCH_CLUSTERS", 1000), 10
+	soak := time.Duration(benchproc.EnvInt("REGENT_BENCH_SOAK_SECONDS", 2)) * time.Second
 	h := fleettest.Hub(b)
 	ctx := context.Background()
 	admin := rest.CopyConfig(h.Config)
@@ -97,13 +95,7 @@ func BenchmarkRolloutPerGroup(b *testing.B) {
 // startHubProcess runs the hub as a child process with the default options; the returned func
 // stops it.
 func startHubProcess(b *testing.B, kubeconfig string) func() {
-	child := exec.Command(os.Args[0], "-test.run=^TestHubProcess$")
-	child.Env = append(os.Environ(), envKubeconfig+"="+kubeconfig, envMetrics+"=0")
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	return func() { _ = child.Process.Signal(syscall.SIGTERM); _ = child.Wait() }
+	return benchproc.Start(b, "TestHubProcess", kubeconfig).Stop
 }
 
 // spokes plays every managed cluster: an enforced replica (of those replicas selects) not yet
