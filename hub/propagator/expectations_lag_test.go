@@ -1,6 +1,7 @@
 package propagator_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,8 +59,15 @@ func TestExpectations_WaitForALaggingCacheButNotForOneThatPassedTheWrite(t *test
 	// past everything written before.
 	moveCache := func(name string) {
 		t.Helper()
-		e.create(policy(name))
+		p := policy(name)
+		e.create(p)
 		e.eventually("the cache shows "+name, func() (bool, string) { return cached(name) != "", "" })
+		// The handler hears of it after the store took it; the marks come from the handler.
+		want, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
+		e.eventually("the expectations hear of "+name, func() (bool, string) {
+			seen, _ := strconv.ParseUint(x.Seen(), 10, 64)
+			return seen >= want, "seen " + x.Seen()
+		})
 	}
 	moveCache("warm-up")
 
@@ -100,11 +108,14 @@ func TestExpectations_WaitForALaggingCacheButNotForOneThatPassedTheWrite(t *test
 
 	// A cache that stops moving (a watch sitting silent until the reflector restarts it) keeps
 	// a write it has not reached expected past the TTL, up to expectationMax.
+	// The read is marked before the write, as a reconcile marks it before it reads the cache: a
+	// mark taken after the create could already be past the write, and the absence read with it
+	// would then be an object that went.
+	stale := x.Mark()
 	f := policy("f")
 	e.create(f)
 	keyF := client.ObjectKeyFromObject(f)
 	x.Wrote(keyF, "", f.ResourceVersion)
-	stale := x.Mark()
 	clock.Step(6 * time.Minute)
 	if !x.Pending(keyF, "", stale) {
 		t.Fatal("past the TTL with no progress of the cache since, the write was taken for missing")

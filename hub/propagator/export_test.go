@@ -1,6 +1,8 @@
 package propagator
 
 import (
+	"strconv"
+
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -26,4 +28,15 @@ func (e *Expectations) Mark() any { return e.x.mark() }
 
 func (e *Expectations) Pending(key types.NamespacedName, cachedRV string, mark any) bool {
 	return e.x.pending(key, cachedRV, mark.(cacheMark))
+}
+
+// Seen is the highest resourceVersion the handler has been given, or "" before any: the store
+// takes an object before the handler hears of it, so a test that saw an object in the cache waits
+// for this too before it marks a read.
+func (e *Expectations) Seen() string {
+	m := e.x.mark()
+	if !m.tracking {
+		return ""
+	}
+	return strconv.FormatUint(m.seen, 10)
 }
