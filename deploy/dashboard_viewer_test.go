@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -41,9 +43,11 @@ func TestDashboardViewer_TheInstalledRoleIsWhatTheDashboardChecks(t *testing.T) 
 		}
 		return got.Status.Allowed
 	}
-	if !may("alice", "platform-team") {
-		t.Errorf("a member of the bound group may not %s %s", dashboard.AuthVerb, dashboard.AuthPath)
-	}
+	// The apiserver's RBAC authorizer reads roles and bindings from its own informers: a binding
+	// just created takes effect a moment later.
+	fleettest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return may("alice", "platform-team"), fmt.Sprintf("a member of the bound group may not %s %s", dashboard.AuthVerb, dashboard.AuthPath)
+	})
 	if may("mallory", "developers") {
 		t.Errorf("a user outside the bound group may %s %s", dashboard.AuthVerb, dashboard.AuthPath)
 	}
