@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -86,8 +85,7 @@ func (ws workspace) cpuTable(opaBin string, o cpuOptions) error {
 		return err
 	}
 	defer regent.stop()
-	req := podRequest()
-	review, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	review, opaInput := podBodies()
 	targets := []*cpuTarget{
 		{name: "Regent, Rego → wasm", proc: regent, target: loadgen.Target{URL: "https://" + regent.addr + "/validate/opa", Body: review, Check: checkAllowed}},
 		{name: "Regent, waPC (Go guest, fastjson)", proc: regent, target: loadgen.Target{URL: "https://" + regent.addr + "/validate/wapc-fastjson", Body: review, Check: checkAllowed}},
@@ -98,7 +96,6 @@ func (ws workspace) cpuTable(opaBin string, o cpuOptions) error {
 			return err
 		}
 		defer opa.stop()
-		opaInput, _ := json.Marshal(map[string]any{"input": map[string]any{"request": req}})
 		targets = append(targets, &cpuTarget{name: "OPA `opa run --server`, same Rego", proc: opa,
 			target: loadgen.Target{URL: "https://" + opa.addr + "/v1/data/policy/main", Body: opaInput, Check: checkOPAAllowed}})
 	}

@@ -72,8 +72,7 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 		return err
 	}
 	defer regent.stop()
-	req := podRequest()
-	review, _ := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	review, opaInput := podBodies()
 	targets := []*sweepTarget{
 		{name: "Regent, Rego → wasm", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/opa", Body: review, Check: checkAllowed}},
 		{name: "Regent, waPC (Go guest, encoding/json)", target: loadgen.Target{URL: "https://" + regent.addr + "/validate/wapc", Body: review, Check: checkAllowed}},
@@ -85,7 +84,6 @@ func (ws workspace) sweepTable(opaBin string, o sweepOptions) error {
 			return err
 		}
 		defer opa.stop()
-		opaInput, _ := json.Marshal(map[string]any{"input": map[string]any{"request": req}})
 		targets = append(targets, &sweepTarget{name: "OPA `opa run --server`, same Rego",
 			target: loadgen.Target{URL: "https://" + opa.addr + "/v1/data/policy/main", Body: opaInput, Check: checkOPAAllowed}})
 	}
@@ -197,4 +195,13 @@ func (ws workspace) profilePoint(prof profile, warmup time.Duration) error {
 	fmt.Printf("CPU profile of Regent's %s policy at %.0f req/s (whole run, warm-up included) in %s: p50 %s, p99 %s, %d / %d correct, %d turned away; server CPU %.2f s, ~%s per request.\n\n",
 		prof.policy, prof.rate, prof.path, us(r.P50), us(r.P99), r.Correct, r.Scheduled, r.Rejected, (after - before).Seconds(), usf((after-before)/time.Duration(max(sent, 1))))
 	return nil
+}
+
+// podBodies are the bodies every table sends for one pod CREATE: the AdmissionReview Regent
+// answers and the input document OPA's server takes.
+func podBodies() (review, opaInput []byte) {
+	req := podRequest()
+	review, _ = json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+	opaInput, _ = json.Marshal(map[string]any{"input": map[string]any{"request": req}})
+	return review, opaInput
 }
