@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,11 @@ func TestHubTemplatesReader_TheHubMayWatchWhatHubTemplatesRead(t *testing.T) {
 		return got.Status.Allowed
 	}
 	const hubSA = "system:serviceaccount:regent-system:regent-hub"
+	// The apiserver's RBAC authorizer reads roles and bindings from its own informers: what was
+	// just applied takes effect a moment later.
+	fleettest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return may(hubSA, "create", "authorization.k8s.io", "subjectaccessreviews"), "the applied binding is not in effect yet"
+	})
 	for _, r := range []struct{ group, resource string }{{"", "configmaps"}, {"", "secrets"}, {"example.com", "widgets"}} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			if !may(hubSA, verb, r.group, r.resource) {

@@ -198,9 +198,18 @@ func TestHubRBAC_TheHubWorksWithDeployRBACAndIsForbiddenBeyondIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubeAgent.CertificatesV1().CertificateSigningRequests().Create(ctx, agentCSR, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The apiserver's RBAC authorizer reads bindings from its own informers, so the binding just
+	// made may take a moment to allow the create.
+	eventually(t, 30*time.Second, func() (bool, string) {
+		_, err := kubeAgent.CertificatesV1().CertificateSigningRequests().Create(ctx, agentCSR, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			return false, err.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, ""
+	})
 	eventually(t, time.Minute, func() (bool, string) {
 		csr, err := kubeAdmin.CertificatesV1().CertificateSigningRequests().Get(ctx, agentCSR.Name, metav1.GetOptions{})
 		if err != nil {

@@ -152,7 +152,7 @@ func TestPolicyServerRBAC_AReplicaAndTheLeaderAsTheirServiceAccountsLeadLoadAndR
 	if serviceAccountMay(t, c, sa, "list", "", "pods", "", "") {
 		t.Error("a replica may list pods: the background scan's access went to the replicas")
 	}
-	if !serviceAccountMay(t, c, sa+"-leader", "list", "", "pods", "", "") {
+	if !serviceAccountComesTo(t, c, true, sa+"-leader", "list", "", "pods", "", "") {
 		t.Error("the leader may not list pods for the background scan")
 	}
 
@@ -308,7 +308,7 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 		t.Fatal(err)
 	}
 	waitRBAC(t, c, "own", metav1.ConditionTrue, "Granted")
-	if !serviceAccountMay(t, c, serviceAccountName("own"), "update", "coordination.k8s.io", "leases", testNamespace, "regent-policy-server-own-replica-1") {
+	if !serviceAccountComesTo(t, c, true, serviceAccountName("own"), "update", "coordination.k8s.io", "leases", testNamespace, "regent-policy-server-own-replica-1") {
 		t.Error("replica 1's Lease is not granted")
 	}
 
@@ -337,10 +337,10 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 		{"create", "reports.regent.dev", "resourcereports", "default", ""},
 		{"update", "reports.regent.dev", "clusterresourcereports", "", ""},
 	} {
-		if !serviceAccountMay(t, c, "mine", check.verb, check.group, check.resource, check.ns, check.name) {
+		if !serviceAccountComesTo(t, c, true, "mine", check.verb, check.group, check.resource, check.ns, check.name) {
 			t.Errorf("mine may not %s %s", check.verb, check.resource)
 		}
-		if serviceAccountMay(t, c, serviceAccountName("own"), check.verb, check.group, check.resource, check.ns, check.name) {
+		if !serviceAccountComesTo(t, c, false, serviceAccountName("own"), check.verb, check.group, check.resource, check.ns, check.name) {
 			t.Errorf("the controller's former ServiceAccount may still %s %s", check.verb, check.resource)
 		}
 	}
@@ -349,7 +349,7 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 	if serviceAccountMay(t, c, "mine", "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
 		t.Error("the user's ServiceAccount may read the signing key")
 	}
-	if !serviceAccountMay(t, c, leaderIdentityName("own"), "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
+	if !serviceAccountComesTo(t, c, true, leaderIdentityName("own"), "get", "", "secrets", testNamespace, signingKeySecretName("own")) {
 		t.Error("the leader identity may not read the signing key")
 	}
 
@@ -359,7 +359,7 @@ func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testin
 	eventually(t, "StatefulSet scaled down", func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(sts), sts) == nil && *sts.Spec.Replicas == 1
 	})
-	if !serviceAccountMay(t, c, "mine", "delete", "coordination.k8s.io", "leases", testNamespace, "regent-policy-server-own-replica-1") {
+	if !serviceAccountComesTo(t, c, true, "mine", "delete", "coordination.k8s.io", "leases", testNamespace, "regent-policy-server-own-replica-1") {
 		t.Error("the stopping replica 1 may not delete its Lease")
 	}
 	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "regent-policy-server-own-replica-1"}}); err != nil {

@@ -63,6 +63,23 @@ func serviceAccountMay(t testing.TB, c client.Client, sa, verb, group, resource,
 	return review.Status.Allowed
 }
 
+// serviceAccountComesTo asks until the authorizer answers want, for up to 30 s, and says whether
+// it did: the apiserver's RBAC authorizer reads roles and bindings from its own informers, so a
+// grant or a removal the controller just wrote takes effect a moment later.
+func serviceAccountComesTo(t testing.TB, c client.Client, want bool, sa, verb, group, resource, namespace, name string) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if serviceAccountMay(t, c, sa, verb, group, resource, namespace, name) == want {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // logLines keeps every line a replica logs, and what client-go logs through klog meanwhile
 // (leader election reports its failures there), so a test can tell no call was refused.
 type logLines struct {
