@@ -324,7 +324,8 @@ func awaitQuiet(child *benchproc.Process, roots int) {
 func logRequests(b *testing.B, who string, child *benchproc.Process) {
 	var lines []string
 	for _, line := range strings.Split(child.Metrics(), "\n") {
-		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") {
+		if strings.HasPrefix(line, "regent_propagator_apiserver_writes_total{") || strings.HasPrefix(line, "rest_client_requests_total{") ||
+			strings.HasPrefix(line, "regent_propagator_policy_cache_relists_total ") {
 			lines = append(lines, line)
 		}
 	}

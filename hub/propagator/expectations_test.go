@@ -78,3 +78,76 @@ func TestExpectations_ADeletedObjectsTombstoneIsProgress(t *testing.T) {
 		t.Fatal("the cache passed the write (tombstone at 12) and shows no object: still pending")
 	}
 }
+
+// A relist hands the cache its objects in name order, not version order: one written after the
+// hub's write can arrive before the hub's own replica does. Until the relist settles, the highest
+// version handed over does not mean the cache shows everything older.
+func TestExpectations_ARelistDoesNotReleaseWritesItHasNotReached(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	x := expectations{clock: clock}
+	key := types.NamespacedName{Namespace: "c1", Name: "ns.p"}
+	x.observed(policyAt("5")) // the watch, in order
+	x.wrote(key, "", "10")
+	if settling, _ := x.settling(); settling {
+		t.Fatal("settling before any relist")
+	}
+
+	// The watch ends; the relist hands over a newer object first, then older ones.
+	x.observed(policyAt("40"))
+	duringFirstItem := x.mark()
+	x.observed(policyAt("7"))
+	if !x.pending(key, "", duringFirstItem) {
+		t.Fatal("a read taken after the relist's first object released a write the relist has not reached")
+	}
+	x.observed(policyAt("3"))
+	if !x.pending(key, "", x.mark()) {
+		t.Fatal("released while the relist runs")
+	}
+	settling, after := x.settling()
+	if !settling || after <= 0 || after > relistQuiet+time.Second {
+		t.Fatalf("settling %v after %s, want a recheck within %s", settling, after, relistQuiet+time.Second)
+	}
+	// The root that left it alone is compared again once the relist settles, sooner than a
+	// longer retry it had, never later than a shorter one, and not at all when nothing waited.
+	if got := x.recheck(1, 0); got != after {
+		t.Errorf("recheck with no retry: %s, want %s", got, after)
+	}
+	if got := x.recheck(1, time.Hour); got != after {
+		t.Errorf("recheck with a retry in an hour: %s, want %s", got, after)
+	}
+	if got := x.recheck(1, time.Second); got != time.Second {
+		t.Errorf("recheck with a retry in a second: %s, want 1s", got)
+	}
+	if got := x.recheck(0, 0); got != 0 {
+		t.Errorf("recheck with nothing waiting: %s, want none", got)
+	}
+
+	// A read taken during the relist stays untrusted after it; one taken after settles it.
+	stale := x.mark()
+	clock.Step(relistQuiet + time.Second)
+	if !x.pending(key, "", stale) {
+		t.Fatal("a read taken mid-relist released the write")
+	}
+	if settling, _ := x.settling(); settling {
+		t.Fatal("still settling past relistQuiet")
+	}
+	if x.pending(key, "", x.mark()) {
+		t.Fatal("the relist passed the write and the cache shows no object: still pending")
+	}
+}
+
+// A watch's events arrive in version order and are not taken for a relist; an object handed over
+// again (a resync) cannot be told from a relist's, so it too only delays a release.
+func TestExpectations_InOrderWatchEventsDoNotLookLikeARelist(t *testing.T) {
+	x := expectations{}
+	for _, rv := range []string{"5", "6", "9", "12"} {
+		x.observed(policyAt(rv))
+	}
+	if settling, _ := x.settling(); settling {
+		t.Fatal("a watch's events in version order taken for a relist")
+	}
+	x.observed(policyAt("12"))
+	if settling, _ := x.settling(); !settling {
+		t.Fatal("an object handed over again (a resync) is not in version order")
+	}
+}

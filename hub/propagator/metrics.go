@@ -25,10 +25,14 @@ var (
 		Name: "regent_propagator_apiserver_writes_total",
 		Help: "Writes the propagator sent to the apiserver, by verb and resource.",
 	}, []string{"verb", "resource"})
+	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "regent_propagator_policy_cache_relists_total",
+		Help: "Times the hub's Policy cache began taking objects out of version order (its first list, a relist after its watch ended, a resync); replica writes it passed wait until it settles.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes)
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, cacheRelists)
 }
 
 var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,

@@ -133,6 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Without backoff: nothing failed. A replica lacking the root label sends no event.
 		retry = writeRetryMin
 	}
+	retry = r.expect.recheck(out.waiting, retry)
 	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
 }
 

@@ -40,6 +40,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			ready = append(ready, cluster)
 		}
 	}
+	waiting := len(clusters) - len(ready)
 	clusters = ready
 	failed := map[string]error{}
 	// The few specs of a plan are shared by every cluster: each is read once, here, before the
@@ -82,7 +83,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		return gens.record(cluster)(r.writeSpec(ctx, root, run, cluster, spec, p.hash[spec], existing[cluster]))
 	})
 	maps.Copy(failed, stopped)
-	out := writeOutcome{failed: failed}
+	out := writeOutcome{failed: failed, waiting: waiting}
 	for cluster := range stopped {
 		if rep := existing[cluster]; rep != nil && isEnforce(&rep.Spec) {
 			out.stillEnforcing = append(out.stillEnforcing, cluster)
@@ -151,6 +152,8 @@ type writeOutcome struct {
 	// unseen are the clusters whose replica the create found already there: nothing failed, the
 	// root is only looked at again once the cache can have caught up.
 	unseen []string
+	// waiting counts the clusters left alone because the cache has not shown the last write yet.
+	waiting int
 }
 
 func isEnforce(spec *policyv1.PolicySpec) bool {
