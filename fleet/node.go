@@ -69,7 +69,7 @@ func (n *Node) start(ctx context.Context, opts nodeOptions) error {
 	if err := createCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
-	kubeletPort, err := freePort(podGateway)
+	kubeletPort, err := FreePort(podGateway)
 	if err != nil {
 		return err
 	}

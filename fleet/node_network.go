@@ -66,14 +66,3 @@ func ipCommand(args ...string) error {
 	}
 	return nil
 }
-
-// freePort is a port nothing listens on at addr, for an apiserver that must serve there.
-func freePort(addr string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		return "", fmt.Errorf("no free port on %s: %w", addr, err)
-	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
-}

@@ -23,7 +23,7 @@ func (s servingOptions) apply(api *envtest.APIServer) error {
 	if s.address == "" {
 		return nil
 	}
-	port, err := freePort(s.address)
+	port, err := FreePort(s.address)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func prepareOCMHub(root, binDir string) (*ocmHub, error) {
 	if err := os.MkdirAll(h.webhookDir, 0o700); err != nil {
 		return nil, err
 	}
-	if h.webhookAddr, err = freeAddr(); err != nil {
+	if h.webhookAddr, err = FreeAddr(); err != nil {
 		return nil, err
 	}
 	if h.webhookCA, err = writeServingCert(h.webhookDir); err != nil {
@@ -109,7 +109,7 @@ func (f *Fleet) startOCMHub(ctx context.Context, h *ocmHub) error {
 		{"ocm-registration-controller", "registration", "controller"},
 		{"ocm-addon-manager", "addon", "manager"},
 	} {
-		listen, err := freeAddr()
+		listen, err := FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -195,15 +195,4 @@ func (f *Fleet) startOCM(name, bin string, args ...string) (*Process, error) {
 		return nil, err
 	}
 	return f.startProcess(name, bin, []string{"TMPDIR=" + tmp}, args...)
-}
-
-// freeAddr is a loopback address nothing listens on now: OCM's components (library-go) serve
-// health and metrics on a fixed address and cannot take port 0.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }

@@ -66,7 +66,7 @@ func (f *Fleet) joinOCM(ctx context.Context, h *ocmHub, c *Cluster) error {
 	if err := WriteKubeconfig(bootstrapFile, bootstrap); err != nil {
 		return err
 	}
-	listen, err := freeAddr()
+	listen, err := FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (f *Fleet) joinOCM(ctx context.Context, h *ocmHub, c *Cluster) error {
 	if err := waitJoined(ctx, hub, c.Name); err != nil {
 		return err
 	}
-	if listen, err = freeAddr(); err != nil {
+	if listen, err = FreeAddr(); err != nil {
 		return err
 	}
 	kubeconfig := filepath.Join(c.OCMHubKubeconfigDir(), "kubeconfig")

@@ -13,7 +13,7 @@ func (f *Fleet) StartPlacementController(binDir string) (*Process, error) {
 	}
 	// Its health and metrics endpoint defaults to :8443, which another fleet on this machine may
 	// hold (tests run in parallel); it cannot serve on port 0, so a free port is picked here.
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ package fleettest
 
 import (
 	"context"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -97,13 +96,13 @@ func Edit[T client.Object](t testing.TB, c client.Client, obj T, mutate func(T))
 	}
 }
 
-// FreeAddr is a loopback host:port nothing listens on, for a server the test starts.
+// FreeAddr is fleet.FreeAddr for a test: a loopback host:port nothing listens on, outside the
+// ports outgoing connections take.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := fleet.FreeAddr()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }

@@ -118,11 +118,7 @@ func TestPolicyServerKill_UpdatesUnderAdmissionLoadFailNoAdmission(t *testing.T)
 		t.Fatal(err)
 	}
 	for i := range replicas {
-		addr, err := freeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.addrs = append(r.addrs, addr)
+		r.addrs = append(r.addrs, fleettest.FreeAddr(t))
 		if err := r.start(i); err != nil {
 			t.Fatal(err)
 		}
