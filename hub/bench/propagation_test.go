@@ -101,6 +101,7 @@ func BenchmarkPropagation(b *testing.B) {
 		if run.idleSecs > 0 {
 			b.ReportMetric(run.idleWrites, "idle-writes")
 			b.ReportMetric(run.idleCPU, "idle-cpu-s")
+			b.ReportMetric(run.idleCPUAfterFirstMinute, "idle-cpu-s-after-1min")
 			b.ReportMetric(run.idleSecs, "idle-s")
 		}
 		if run.restarted {
@@ -138,6 +139,8 @@ type hubRun struct {
 	editSecs, editRolloutSecs, editRequests, editWrites float64
 	// idle*: the hub left alone once settled, for REGENT_BENCH_IDLE_SECONDS.
 	idleSecs, idleWrites, idleCPU float64
+	// idleCPUAfterFirstMinute is the idle CPU from the second minute on.
+	idleCPUAfterFirstMinute float64
 	// restart*: a second hub process started on the settled fleet (REGENT_BENCH_RESTART=1), until
 	// it reconciled every root and went quiet.
 	restarted                                               bool
@@ -265,11 +268,25 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	run.reconciles = child.Sum("controller_runtime_reconcile_total")
 
 	if idle := benchproc.EnvInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
+		// By minute: a hub still working through its watch's backlog when the last replica
+		// appeared (or relisting because its watch fell too far behind) is told apart from one
+		// that is idle.
 		w0, cpu0 := child.Writes(), child.CPUSeconds()
-		time.Sleep(time.Duration(idle) * time.Second)
+		var byMinute []string
+		for left, last := idle, cpu0; left > 0; left -= 60 {
+			time.Sleep(time.Duration(min(left, 60)) * time.Second)
+			now := child.CPUSeconds()
+			byMinute = append(byMinute, strconv.FormatFloat(now-last, 'f', 1, 64))
+			if left == idle {
+				run.idleCPUAfterFirstMinute = -now
+			}
+			last = now
+		}
 		run.idleSecs = float64(idle)
 		run.idleWrites = child.Writes() - w0
 		run.idleCPU = child.CPUSeconds() - cpu0
+		run.idleCPUAfterFirstMinute += child.CPUSeconds()
+		b.Logf("idle hub CPU seconds by minute: %s", strings.Join(byMinute, ", "))
 		logRequests(b, "idle hub", child)
 	}
 	if os.Getenv("REGENT_BENCH_EDIT") == "1" {
