@@ -50,6 +50,8 @@ type Reconciler struct {
 
 	expect  expectations
 	retries writeRetries
+	// decisions remembers each placement's decision groups until its decisions change.
+	decisions decisions.Memo
 	// statusWrites gate reconciles on a root whose cached copy predates the hub's last status patch.
 	statusWrites rootVersions
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
@@ -174,7 +176,7 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 
 // groups are the decision groups of placements, then one group per PlacementRule.
 func (r *Reconciler) groups(ctx context.Context, placements, rules []types.NamespacedName) (sdkv1beta1.ClusterGroupsMap, error) {
-	groups, err := decisions.Groups(ctx, r.Reader, placements)
+	groups, err := r.decisions.Groups(ctx, r.Reader, placements)
 	if err != nil || len(rules) == 0 {
 		return groups, err
 	}

@@ -2,30 +2,18 @@ package decisions
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Groups reads the decision groups of every placement through sdk-go's tracker and merges them,
-// in the order given, into one ClusterGroupsMap.
+// in the order given, into one ClusterGroupsMap. A caller that decides the same placements again
+// and again keeps a Memo instead.
 func Groups(ctx context.Context, reader client.Reader, placements []types.NamespacedName) (sdkv1beta1.ClusterGroupsMap, error) {
-	perPlacement := make([]sdkv1beta1.ClusterGroupsMap, 0, len(placements))
-	getter := Getter{Ctx: ctx, Reader: reader}
-	for _, p := range placements {
-		placement := &clusterv1beta1.Placement{}
-		placement.Name, placement.Namespace = p.Name, p.Namespace
-		tracker := sdkv1beta1.NewPlacementDecisionClustersTrackerWithGroups(placement, getter, nil)
-		if err := tracker.Refresh(); err != nil {
-			return nil, fmt.Errorf("decisions of placement %s: %w", p, err)
-		}
-		perPlacement = append(perPlacement, tracker.ExistingClusterGroupsBesides())
-	}
-	return Merge(perPlacement...), nil
+	return new(Memo).Groups(ctx, reader, placements)
 }
 
 // Merge concatenates decision groups: the groups of the first map keep their order and come first,
