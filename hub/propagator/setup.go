@@ -52,7 +52,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("root-policy").
 		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
-		Watches(&policyv1.Policy{}, handler.EnqueueRequestsFromMapFunc(replicaToRoot), builder.WithPredicates(replicas)).
+		Watches(&policyv1.Policy{}, replicaEvents(), builder.WithPredicates(replicas)).
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
