@@ -15,11 +15,6 @@ func compareObject(template, existing map[string]any, onlyHave, metadataOnlyHave
 		case "metadata":
 			tm, _ := tv.(map[string]any)
 			em, _ := existing["metadata"].(map[string]any)
-			dm, _ := desired["metadata"].(map[string]any)
-			if dm == nil {
-				dm = map[string]any{}
-				desired["metadata"] = dm
-			}
 			for _, field := range []string{"labels", "annotations"} {
 				want, given := tm[field]
 				if !given {
@@ -27,6 +22,13 @@ func compareObject(template, existing map[string]any, onlyHave, metadataOnlyHave
 				}
 				if !matches(want, em[field], metadataOnlyHave) {
 					ok = false
+					// Made only for a write: a compliant object's desired copy is the
+					// existing one, metadata absent or not.
+					dm, _ := desired["metadata"].(map[string]any)
+					if dm == nil {
+						dm = map[string]any{}
+						desired["metadata"] = dm
+					}
 					dm[field] = merge(want, em[field], metadataOnlyHave)
 				}
 			}
