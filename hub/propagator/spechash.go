@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
@@ -21,7 +22,28 @@ const specHashPrefix = "regent.dev/spec-sha256:"
 // spacing the apiserver may change, so the spec is hashed decoded and re-encoded (sorted keys,
 // compact). 128 bits of SHA-256 behind specHashPrefix; "" when the spec cannot be encoded, which
 // never matches a trimmed replica.
+//
+// The hub hashes every replica its watch delivers (150,000 on a large fleet), and nearly all of
+// them carry one of a few specs: the canonical form is computed once per encoding, and an
+// encoding seen before costs only its streaming into SHA-256 (canonicalHashes).
 func SpecHash(spec *policyv1.PolicySpec) string {
+	h := sha256.New()
+	if json.NewEncoder(h).Encode(spec) != nil {
+		return ""
+	}
+	var encoded [sha256.Size]byte
+	h.Sum(encoded[:0])
+	if hash, ok := canonicalHashes.get(encoded); ok {
+		return hash
+	}
+	hash := canonicalSpecHash(spec)
+	if hash != "" {
+		canonicalHashes.put(encoded, hash)
+	}
+	return hash
+}
+
+func canonicalSpecHash(spec *policyv1.PolicySpec) string {
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return ""
@@ -38,6 +60,33 @@ func SpecHash(spec *policyv1.PolicySpec) string {
 	}
 	sum := sha256.Sum256(canonical)
 	return specHashPrefix + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// canonicalHashes maps the SHA-256 of a spec's plain encoding to its SpecHash. Bounded like
+// sharedMaps: past maxCanonicalHashes encodings (a hub whose roots churn) it starts over.
+var canonicalHashes = &hashTable{m: map[[sha256.Size]byte]string{}}
+
+const maxCanonicalHashes = 4096
+
+type hashTable struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]string
+}
+
+func (t *hashTable) get(k [sha256.Size]byte) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.m[k]
+	return v, ok
+}
+
+func (t *hashTable) put(k [sha256.Size]byte, v string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.m) >= maxCanonicalHashes {
+		clear(t.m)
+	}
+	t.m[k] = v
 }
 
 // TrimReplica replaces, in a replica about to enter the hub's cache, the spec by its hash: the
