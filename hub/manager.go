@@ -8,6 +8,7 @@ import (
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -85,9 +86,15 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub manager: %w", err)
 	}
+	// Its own rate limiter at QPS/Burst, as the typed client keeps one per kind.
+	creator, err := propagator.NewReplicaCreator(mgr.GetConfig(), mgr.GetHTTPClient(), serializer.NewCodecFactory(scheme))
+	if err != nil {
+		return nil, err
+	}
 	r := &propagator.Reconciler{
-		Client: mgr.GetClient(),
-		Reader: mgr.GetCache(),
+		Client:  mgr.GetClient(),
+		Creator: creator,
+		Reader:  mgr.GetCache(),
 		// The encryption key Secrets of hub templates, read by name and never cached.
 		APIReader: mgr.GetAPIReader(),
 		Planner:   rollout.NewPlanner(opts.Clock),

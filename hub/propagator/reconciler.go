@@ -30,6 +30,9 @@ import (
 type Reconciler struct {
 	// Client writes to the apiserver; reads go to Reader.
 	Client client.Client
+	// Creator creates replicas, reading back only what the hub needs of the answer; Client when
+	// nil.
+	Creator *ReplicaCreator
 	// Reader is the manager's cache.
 	Reader client.Reader
 	// APIReader reads what must not be cached: the clusters' encryption key Secrets, which the

@@ -171,7 +171,7 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 	}
 	want := newReplica(root, cluster, spec)
 	if existing == nil {
-		err := r.Client.Create(ctx, want)
+		err := r.create(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
 			// The cache is behind the apiserver: the replica exists (written by this hub before
 			// the cache saw it, or by an earlier process). Not a failure: the cache shows it once
@@ -197,6 +197,14 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
+}
+
+// create creates a replica through Creator, or Client when the reconciler has none.
+func (r *Reconciler) create(ctx context.Context, p *policyv1.Policy) error {
+	if r.Creator != nil {
+		return r.Creator.Create(ctx, p)
+	}
+	return r.Client.Create(ctx, p)
 }
 
 // generations are the replicas' generations after the spec writes of a pass, by cluster, for the
