@@ -26,17 +26,25 @@ func Apply(ctx context.Context, limit, floor int64) {
 	}
 }
 
-// liveHeapHeadroom is how far above the live heap the adaptive limit stays: a process whose cache
-// outgrows the floor collects when its heap grows by a quarter (as GOGC=25), never
-// continuously.
+// liveHeapHeadroom is how far above the live heap the adaptive limit stays once the live heap is
+// large: a process whose cache outgrew the floor collects when its heap grows by a quarter (as
+// GOGC=25), never continuously. A quarter is what keeps a large cache's peak low; below four
+// times its slack (minSlack), the heap grows by at least the slack instead, so that a cache on
+// its way up (a hub creating 150,000 replicas) is not collected four times as often as GOGC's
+// default would, for memory it will use anyway at the top.
 const liveHeapHeadroom = 1.25
+
+// minSlack is the least the adaptive limit leaves above the live heap, as a share of the floor:
+// 32 MiB for the hub's 48 MiB floor. A small process's limit is still its floor; a large one's
+// still 1.25 × live, so neither peak changes.
+const minSlack = 2.0 / 3
 
 // containerShare is the part of its container's memory limit a process lets its Go heap reach:
 // the rest is its binary's pages (~40 MiB of a Regent binary are file-backed and charged to the
 // container), stacks and the runtime's own.
 const containerShare = 0.85
 
-// adapt sets the runtime's soft memory limit to max(floor, live heap × 1.25), but never above
+// adapt sets the runtime's soft memory limit to adaptiveLimit of the live heap, but never above
 // containerShare of the container's memory limit, and keeps it there, once a second, until ctx
 // ends; then it restores the previous limit. A fixed limit below what a large fleet keeps live
 // would make the collector run without pause; in a container, collecting harder near its limit
@@ -69,10 +77,11 @@ func adapt(ctx context.Context, floor int64) {
 	}()
 }
 
-// adaptiveLimit is max(floor, live × liveHeapHeadroom), capped at ceiling when ceiling is
-// positive.
+// adaptiveLimit is max(floor, live + max(live/4, minSlack × floor)), capped at ceiling when
+// ceiling is positive.
 func adaptiveLimit(live uint64, floor, ceiling int64) int64 {
-	limit := max(floor, int64(float64(live)*liveHeapHeadroom))
+	slack := max(int64(float64(live)*(liveHeapHeadroom-1)), int64(float64(floor)*minSlack))
+	limit := max(floor, int64(live)+slack)
 	if ceiling > 0 {
 		limit = min(limit, ceiling)
 	}

@@ -31,8 +31,11 @@ func TestAdaptiveLimit_FollowsTheLiveHeapUnderTheContainersShare(t *testing.T) {
 		floor, ceiling, want int64
 	}{
 		{live: 10 * mib, floor: 48 * mib, want: 48 * mib},                       // the floor
-		{live: 100 * mib, floor: 48 * mib, want: 125 * mib},                     // 1.25 × live
-		{live: 100 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 125 * mib}, // under the container's share
+		{live: 40 * mib, floor: 48 * mib, want: 72 * mib},                       // live + 32 MiB, two thirds of the floor
+		{live: 128 * mib, floor: 48 * mib, want: 160 * mib},                     // where a quarter of live is the slack
+		{live: 200 * mib, floor: 48 * mib, want: 250 * mib},                     // 1.25 × live
+		{live: 100 * mib, floor: 32 * mib, want: 125 * mib},                     // 1.25 × live over a smaller floor
+		{live: 100 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 132 * mib}, // under the container's share
 		{live: 200 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 217 * mib}, // capped by it
 		{live: 0, floor: 48 * mib, ceiling: 32 * mib, want: 32 * mib},           // a container smaller than the floor
 	} {
