@@ -85,6 +85,7 @@ func BenchmarkPropagation(b *testing.B) {
 		b.ReportMetric(run.requests/float64(want), "hub-requests/replica")
 		b.ReportMetric(run.writes/float64(want), "hub-writes/replica")
 		b.ReportMetric(run.rss/(1<<20), "hub-peak-rss-MiB")
+		b.ReportMetric(run.rssAtLastReplica/(1<<20), "hub-peak-rss-at-last-replica-MiB")
 		b.ReportMetric(run.cpu, "hub-cpu-s")
 		b.ReportMetric(run.reconciles, "hub-reconciles")
 		if run.rolloutSecs > 0 {
@@ -109,6 +110,7 @@ func BenchmarkPropagation(b *testing.B) {
 			b.ReportMetric(run.restartRequests, "restart-requests")
 			b.ReportMetric(run.restartSecs, "restart-steady-s")
 			b.ReportMetric(run.restartRSS/(1<<20), "restart-peak-rss-MiB")
+			b.ReportMetric(run.restartRSSAtSync/(1<<20), "restart-peak-rss-at-sync-MiB")
 		}
 		peers := os.Getenv("REGENT_BENCH_PEERS")
 		if peers == "0" {
@@ -130,6 +132,10 @@ func BenchmarkPropagation(b *testing.B) {
 // hubRun is what one run of the hub measured.
 type hubRun struct {
 	secs, requests, writes, rss float64
+	// rssAtLastReplica is the peak RSS until every replica existed; rss goes on until the hub
+	// was quiet, through the scrapes that tell it is (each lists every Policy in
+	// policy_governance_info).
+	rssAtLastReplica float64
 	// cpu is the hub's CPU seconds and reconciles its root reconciles, start to settled.
 	cpu, reconciles float64
 	// rolloutSecs: until every root's progressive rollout succeeded (0 for strategy All).
@@ -145,6 +151,8 @@ type hubRun struct {
 	// it reconciled every root and went quiet.
 	restarted                                               bool
 	restartWrites, restartRequests, restartSecs, restartRSS float64
+	// restartRSSAtSync is the restarted hub's peak RSS until its caches synced.
+	restartRSSAtSync float64
 }
 
 // setupFleet registers clusters (ManagedCluster + namespace) as fast as the apiserver allows.
@@ -251,6 +259,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	}
 	waitForReplicas(b, ctx, c, prefix, len(clusters)*roots, began)
 	run.secs = time.Since(began).Seconds()
+	run.rssAtLastReplica = child.PeakRSS()
 	if progressive {
 		for i := 0; i < roots; i++ {
 			awaitRolledOut(b, ctx, c, ns, fmt.Sprintf("p%d", i), len(clusters), "")
@@ -299,6 +308,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	if os.Getenv("REGENT_BENCH_RESTART") == "1" {
 		began := time.Now()
 		again := startMeasuredHub(b, kubeconfig, qps, burst)
+		run.restartRSSAtSync = again.PeakRSS()
 		awaitQuiet(again, roots)
 		run.restarted = true
 		run.restartSecs = time.Since(began).Seconds()
