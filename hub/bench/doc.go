@@ -6,5 +6,6 @@
 // spokes; REGENT_BENCH_EDIT=1 then edits one root on the settled fleet and times it to every
 // replica, counting the hub's requests per changed replica. REGENT_BENCH_CPU_PROFILE=<path> writes
 // the hub child's CPU profile from its start to its stop (a restarted hub's to <path>.2), as
-// REGENT_BENCH_HEAP_PROFILE writes its heap at the end.
+// REGENT_BENCH_HEAP_PROFILE writes its heap at the end and REGENT_BENCH_PEAK_HEAP_PROFILE=<path> at
+// its highest live heap (to <path>.<pid>).
 package bench

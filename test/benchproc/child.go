@@ -5,9 +5,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -58,4 +61,39 @@ func WriteHeapProfile(t *testing.T) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WritePeakHeapProfiles writes, while ctx lasts, a heap profile to $REGENT_BENCH_PEAK_HEAP_PROFILE
+// (with the process id appended, so a restarted child keeps its own) each time the live heap
+// passes its highest yet by a sixteenth: the last one written holds what the peak was made of,
+// which a profile at the end of the run (WriteHeapProfile) no longer shows.
+func WritePeakHeapProfiles(ctx context.Context) {
+	path := os.Getenv("REGENT_BENCH_PEAK_HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	path += "." + strconv.Itoa(os.Getpid())
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	go func() {
+		var highest uint64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			metrics.Read(samples)
+			live := samples[0].Value.Uint64()
+			if live <= highest+highest/16 {
+				continue
+			}
+			highest = live
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
+		}
+	}()
 }
