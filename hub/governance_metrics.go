@@ -1,72 +1,148 @@
 package hub
 
 import (
+	"cmp"
 	"context"
-	"errors"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/hub/propagator"
 )
 
-// governanceInfo is OCM's policy_governance_info, with its labels and values, so alerts and
-// dashboards written for OCM's propagator keep working.
-var governanceInfo = prometheus.NewDesc("policy_governance_info",
-	"The compliance status of the named policy. 0 == Compliant. 1 == NonCompliant. -1 == Unknown/Pending",
-	[]string{"type", "policy", "policy_namespace", "cluster_namespace"}, nil)
+// policy_governance_info is OCM's, with its labels (type, policy, policy_namespace,
+// cluster_namespace) and values, so alerts and dashboards written for OCM's propagator keep working.
+const (
+	governanceInfoName = "policy_governance_info"
+	governanceInfoHelp = "The compliance status of the named policy. 0 == Compliant. 1 == NonCompliant. -1 == Unknown/Pending"
+)
 
-// governanceCollector reads the hub's informer cache at scrape time instead of keeping a gauge
-// per policy up to date: nothing goes stale when a policy is deleted or disabled, and the hub does
-// no work between scrapes.
-type governanceCollector struct {
-	cache cache.Cache
-	log   logr.Logger
+// governanceMetrics serves the hub's /metrics: the controller-runtime registry's families and
+// policy_governance_info, read from the hub's informer cache at scrape time, so nothing goes stale
+// when a policy is deleted or disabled and the hub does no work between scrapes.
+//
+// The family is built here rather than by a registered Collector because a large fleet has
+// 150,000 series: the registry's Collect path allocates a Metric, a dto.Metric and a dto.Gauge
+// per series and checks and hashes each, ~50 MB for one scrape at that size, the largest
+// transient in the hub's heap. Here the series are one slice, share their label pairs (one per
+// distinct value) and their three gauges: ~20 MB.
+type governanceMetrics struct {
+	registry prometheus.Gatherer
+	cache    cache.Cache
+	log      logr.Logger
 }
 
-func (g governanceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- governanceInfo }
+// filterProvider has the metrics server answer /metrics from g instead of from the registry
+// alone: a filter is the only hook controller-runtime gives on that path. Other paths pass through.
+func (g *governanceMetrics) filterProvider(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+	return func(_ logr.Logger, next http.Handler) (http.Handler, error) {
+		ours := promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == metricsPath {
+				ours.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		}), nil
+	}, nil
+}
 
-// Collect sends one series per policy, 150,000 on a large fleet, all held by the registry until
-// the scrape is written: it reads the informer's own objects (a List, even without deep copies,
-// copies every Policy into a fresh slice), and the series share their label pairs (one per
-// distinct value: a few thousand clusters and policies) instead of four of their own each.
-func (g governanceCollector) Collect(ch chan<- prometheus.Metric) {
+// metricsPath is where controller-runtime's metrics server serves its registry.
+const metricsPath = "/metrics"
+
+// Gather returns the registry's families with policy_governance_info among them, by name. A
+// cache that cannot be read leaves the family out and says why in the log; the other families
+// are still served.
+func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
+	families, err := g.registry.Gather()
+	if g.cache == nil {
+		return families, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	policies, err := g.policies(ctx)
-	if err != nil {
-		g.log.Error(err, "policy_governance_info: list policies from the cache")
-		return
+	policies, synced, cacheErr := cachedPolicies(ctx, g.cache)
+	if cacheErr != nil {
+		g.log.Error(cacheErr, "policy_governance_info: list policies from the cache")
+		return families, err
 	}
-	pairs := labelPairs{}
-	series := make([]governanceSeries, 0, len(policies))
-	labels := make([]*dto.LabelPair, 0, 4*len(policies))
+	if !synced {
+		// A cache still on its first list would report a part of the fleet as if it were all of
+		// it; Prometheus reads the family's absence as "no data" instead. The scrape does not
+		// wait for the list either: it would hold a second view of the policies beside it.
+		return families, err
+	}
+	family := governanceFamily(policies)
+	at, _ := slices.BinarySearchFunc(families, family.GetName(), func(f *dto.MetricFamily, name string) int {
+		return strings.Compare(f.GetName(), name)
+	})
+	return slices.Insert(families, at, family), err
+}
+
+// governanceFamily is policy_governance_info for policies, its series sorted by label values as
+// the registry sorts its own.
+func governanceFamily(policies []*policyv1.Policy) *dto.MetricFamily {
+	type series struct{ clusterNS, policy, policyNS, typ string }
+	keys := make([]series, 0, len(policies))
+	values := make([]policyv1.ComplianceState, 0, len(policies))
+	order := make([]int32, 0, len(policies))
 	for _, p := range policies {
 		typ, policy, policyNS, clusterNS, ok := governanceLabels(p)
 		if !ok {
 			continue
 		}
-		// Sorted by label name, as the registry wants them.
-		labels = append(labels, pairs.get("cluster_namespace", clusterNS), pairs.get("policy", policy),
-			pairs.get("policy_namespace", policyNS), pairs.get("type", typ))
-		series = append(series, governanceSeries{labels: labels[len(labels)-4 : len(labels) : len(labels)],
-			value: complianceValue(p.Status.ComplianceState)})
-		ch <- &series[len(series)-1]
+		order = append(order, int32(len(keys)))
+		keys = append(keys, series{clusterNS, policy, policyNS, typ})
+		values = append(values, p.Status.ComplianceState)
 	}
+	slices.SortFunc(order, func(a, b int32) int {
+		x, y := &keys[a], &keys[b]
+		return cmp.Or(strings.Compare(x.clusterNS, y.clusterNS), strings.Compare(x.policy, y.policy),
+			strings.Compare(x.policyNS, y.policyNS), strings.Compare(x.typ, y.typ))
+	})
+	pairs := labelPairs{}
+	gauges := map[float64]*dto.Gauge{}
+	metrics := make([]dto.Metric, len(order))
+	labels := make([]*dto.LabelPair, 0, 4*len(order))
+	family := &dto.MetricFamily{Name: ptr.To(governanceInfoName), Help: ptr.To(governanceInfoHelp),
+		Type: dto.MetricType_GAUGE.Enum(), Metric: make([]*dto.Metric, len(order))}
+	for i, k := range order {
+		key := &keys[k]
+		// Sorted by label name, as the encoders expect them.
+		labels = append(labels, pairs.get("cluster_namespace", key.clusterNS), pairs.get("policy", key.policy),
+			pairs.get("policy_namespace", key.policyNS), pairs.get("type", key.typ))
+		value := complianceValue(values[k])
+		gauge, ok := gauges[value]
+		if !ok {
+			gauge = &dto.Gauge{Value: ptr.To(value)}
+			gauges[value] = gauge
+		}
+		metrics[i].Label = labels[len(labels)-4 : len(labels) : len(labels)]
+		metrics[i].Gauge = gauge
+		family.Metric[i] = &metrics[i]
+	}
+	return family
 }
 
-// policies returns the cached Policies themselves, to be read only.
-func (g governanceCollector) policies(ctx context.Context) ([]*policyv1.Policy, error) {
-	inf, err := g.cache.GetInformer(ctx, &policyv1.Policy{})
-	if err != nil {
-		return nil, err
+// cachedPolicies returns the cached Policies themselves, to be read only (a List, even without
+// deep copies, copies every Policy into a fresh slice), and whether the cache has synced: none
+// are returned before.
+func cachedPolicies(ctx context.Context, c cache.Cache) (policies []*policyv1.Policy, synced bool, err error) {
+	inf, err := c.GetInformer(ctx, &policyv1.Policy{}, cache.BlockUntilSynced(false))
+	if err != nil || !inf.HasSynced() {
+		return nil, false, err
 	}
 	if withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		objs := withIndexer.GetIndexer().List()
@@ -76,44 +152,29 @@ func (g governanceCollector) policies(ctx context.Context) ([]*policyv1.Policy, 
 				out = append(out, p)
 			}
 		}
-		return out, nil
+		return out, true, nil
 	}
 	list := &policyv1.PolicyList{}
-	if err := g.cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, false, err
 	}
 	out := make([]*policyv1.Policy, len(list.Items))
 	for i := range list.Items {
 		out[i] = &list.Items[i]
 	}
-	return out, nil
+	return out, true, nil
 }
 
-// governanceSeries is one series of policy_governance_info. Its label pairs are shared with other
-// series: the registry and the encoders only read them.
-type governanceSeries struct {
-	labels []*dto.LabelPair
-	value  float64
-}
-
-func (s *governanceSeries) Desc() *prometheus.Desc { return governanceInfo }
-
-func (s *governanceSeries) Write(m *dto.Metric) error {
-	m.Label = s.labels
-	m.Gauge = &dto.Gauge{Value: &s.value}
-	return nil
-}
-
-// labelPairs hands out one pair per label name and value, for one scrape.
+// labelPairs hands out one pair per label name and value, for one scrape: the encoders only read
+// them.
 type labelPairs map[[2]string]*dto.LabelPair
 
 func (l labelPairs) get(name, value string) *dto.LabelPair {
-	k := [2]string{name, value}
-	if p, ok := l[k]; ok {
+	if p, ok := l[[2]string{name, value}]; ok {
 		return p
 	}
-	p := &dto.LabelPair{Name: &k[0], Value: &k[1]}
-	l[k] = p
+	p := &dto.LabelPair{Name: ptr.To(name), Value: ptr.To(value)}
+	l[[2]string{name, value}] = p
 	return p
 }
 
@@ -143,16 +204,4 @@ func complianceValue(c policyv1.ComplianceState) float64 {
 	default:
 		return -1
 	}
-}
-
-// registerGovernanceMetrics puts the collector in reg; a second hub in the same process (tests)
-// replaces the first's.
-func registerGovernanceMetrics(reg prometheus.Registerer, c governanceCollector) error {
-	err := reg.Register(c)
-	var dup prometheus.AlreadyRegisteredError
-	if errors.As(err, &dup) {
-		reg.Unregister(dup.ExistingCollector)
-		err = reg.Register(c)
-	}
-	return err
 }

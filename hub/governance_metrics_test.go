@@ -2,6 +2,9 @@ package hub
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,28 +68,57 @@ func TestGovernanceInfo_OCMsLabelsAndValuesFromTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the cache has listed the policies there is no family rather than a partial one.
+	unsynced := &governanceMetrics{registry: prometheus.NewRegistry(), cache: c, log: logr.Discard()}
+	if families, err := unsynced.Gather(); err != nil || len(families) != 0 {
+		t.Errorf("unsynced cache: %d families (%v), want none", len(families), err)
+	}
 	go func() { _ = c.Start(ctx) }()
 	if _, err := c.GetInformer(ctx, &policyv1.Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitForCacheSync(ctx)
 	reg := prometheus.NewRegistry()
-	if err := registerGovernanceMetrics(reg, governanceCollector{cache: c, log: logr.Discard()}); err != nil {
-		t.Fatal(err)
-	}
-	// A second hub in the process replaces the first instead of failing.
-	if err := registerGovernanceMetrics(reg, governanceCollector{cache: c, log: logr.Discard()}); err != nil {
-		t.Fatal(err)
-	}
+	// Families on either side of policy_governance_info by name, served alongside it.
+	before, after := prometheus.NewCounter(prometheus.CounterOpts{Name: "aaa_total", Help: "a"}), prometheus.NewCounter(prometheus.CounterOpts{Name: "zzz_total", Help: "z"})
+	reg.MustRegister(before, after)
+	gov := &governanceMetrics{registry: reg, cache: c, log: logr.Discard()}
 	const header = "# HELP policy_governance_info The compliance status of the named policy. 0 == Compliant. 1 == NonCompliant. -1 == Unknown/Pending\n# TYPE policy_governance_info gauge\n"
 	want := header + `policy_governance_info{cluster_namespace="<null>",policy="compliant",policy_namespace="gov-policies",type="root"} 0
 policy_governance_info{cluster_namespace="<null>",policy="deleted-later",policy_namespace="gov-policies",type="root"} 1
 policy_governance_info{cluster_namespace="gov-cluster1",policy="compliant",policy_namespace="gov-policies",type="propagated"} 1
 `
 	fleettest.Eventually(t, 30*time.Second, func() (bool, string) {
-		err := testutil.GatherAndCompare(reg, strings.NewReader(want), "policy_governance_info")
+		err := testutil.GatherAndCompare(gov, strings.NewReader(want), "policy_governance_info")
 		return err == nil, errString(err)
 	})
+	families, err := gov.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	if want := []string{"aaa_total", "policy_governance_info", "zzz_total"}; !slices.Equal(names, want) {
+		t.Errorf("families %v, want %v", names, want)
+	}
+	// The metrics server's /metrics answers from gov; its other paths are left to their handlers.
+	filter, err := gov.filterProvider(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("next")) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/metrics": `policy_governance_info{cluster_namespace="gov-cluster1",policy="compliant",policy_namespace="gov-policies",type="propagated"} 1`, "/debug/other": "next"} {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("GET %s: %q does not hold %q", path, rec.Body.String(), want)
+		}
+	}
 	if err := cl.Delete(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +126,7 @@ policy_governance_info{cluster_namespace="gov-cluster1",policy="compliant",polic
 policy_governance_info{cluster_namespace="gov-cluster1",policy="compliant",policy_namespace="gov-policies",type="propagated"} 1
 `
 	fleettest.Eventually(t, 30*time.Second, func() (bool, string) {
-		err := testutil.GatherAndCompare(reg, strings.NewReader(want), "policy_governance_info")
+		err := testutil.GatherAndCompare(gov, strings.NewReader(want), "policy_governance_info")
 		return err == nil, errString(err)
 	})
 }

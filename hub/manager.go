@@ -63,9 +63,11 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	// Its cache is the manager's, set below; the metrics server reads it only once started.
+	governance := &governanceMetrics{registry: ctrlmetrics.Registry}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress, FilterProvider: governance.filterProvider},
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "regent-hub",
@@ -110,9 +112,7 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := sets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("policy sets: %w", err)
 	}
-	if err := registerGovernanceMetrics(ctrlmetrics.Registry, governanceCollector{cache: mgr.GetCache(), log: mgr.GetLogger()}); err != nil {
-		return nil, fmt.Errorf("policy_governance_info: %w", err)
-	}
+	governance.cache, governance.log = mgr.GetCache(), mgr.GetLogger()
 	if opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 			return nil, err
