@@ -1,8 +1,12 @@
 package hub
 
 import (
+	"sync/atomic"
+
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/hub/propagator"
@@ -44,4 +48,47 @@ func trimReport(obj any) (any, error) {
 		r.Results = nil
 	}
 	return obj, nil
+}
+
+// unchangedObjects lets a cache transform hand back the object a cache already holds when the
+// apiserver sends it again unchanged (same UID and resourceVersion). client-go relists after a
+// watch fell too far behind, and streams the whole list into a store of its own before it
+// replaces the cache: without this, a relist of 150,000 replicas holds a second, equal copy of
+// every one of them (~100 MB) until the replacement ends. The copy just decoded is left to the
+// collector at once instead.
+type unchangedObjects struct {
+	store atomic.Pointer[toolscache.Store]
+}
+
+// watch makes u answer from inf's store, when inf is a client-go informer.
+func (u *unchangedObjects) watch(inf any) {
+	if withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		store := toolscache.Store(withIndexer.GetIndexer())
+		u.store.Store(&store)
+	}
+}
+
+// transform returns the cached object in place of obj when they are the same version of the same
+// object, and next(obj) otherwise. The cached object comes back untouched: it may be read
+// concurrently, and client-go transforms again what a relist replaces the cache with.
+func (u *unchangedObjects) transform(next toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		o, ok := obj.(client.Object)
+		store := u.store.Load()
+		if !ok || store == nil || o.GetResourceVersion() == "" {
+			return next(obj)
+		}
+		key, err := toolscache.MetaNamespaceKeyFunc(o)
+		if err != nil {
+			return next(obj)
+		}
+		cached, exists, err := (*store).GetByKey(key)
+		if err != nil || !exists {
+			return next(obj)
+		}
+		if c, ok := cached.(client.Object); ok && c.GetUID() == o.GetUID() && c.GetResourceVersion() == o.GetResourceVersion() {
+			return cached, nil
+		}
+		return next(obj)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/hub/propagator"
@@ -198,3 +199,61 @@ func TestTrimPolicy_RootStatusSharedNotChanged(t *testing.T) {
 		t.Errorf("equal transition times of one root not shared")
 	}
 }
+
+// A relist streams every object again; one the cache holds at the same version must come back as
+// the cached object itself (no second copy), anything else through the hub's own transform.
+func TestUnchangedObjects_ARelistedObjectIsTheCachedOne(t *testing.T) {
+	replica := func(uid types.UID, rv string) *policyv1.Policy {
+		return &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "policies.p", Namespace: "cluster1", UID: uid, ResourceVersion: rv,
+			Labels: map[string]string{propagator.RootPolicyLabel: "policies.p"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
+	}
+	var u unchangedObjects
+	transformed := 0
+	transform := u.transform(func(obj any) (any, error) {
+		transformed++
+		return trimPolicy(obj)
+	})
+	// Before the informer is known every object goes through.
+	if got, err := transform(replica("u1", "5")); err != nil || got.(*policyv1.Policy).ManagedFields != nil || transformed != 1 {
+		t.Fatalf("without a store: %v, %d transforms", err, transformed)
+	}
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	u.watch(informerStore{store})
+	cached := replica("u1", "5")
+	if _, err := trimPolicy(cached); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Add(cached); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		obj      *policyv1.Policy
+		isCached bool
+	}{
+		{"same version", replica("u1", "5"), true},
+		{"the cached object itself", cached, true},
+		{"newer version", replica("u1", "6"), false},
+		{"recreated under the same name", replica("u2", "5"), false},
+		{"no version", replica("u1", ""), false},
+	} {
+		before := transformed
+		got, err := transform(c.obj)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if (got == any(cached)) != c.isCached {
+			t.Errorf("%s: cached object returned %v, want %v", c.name, got == any(cached), c.isCached)
+		}
+		if ran := transformed > before; ran == c.isCached {
+			t.Errorf("%s: hub transform ran %v", c.name, ran)
+		}
+	}
+	if cached.ManagedFields != nil || cached.ResourceVersion != "5" {
+		t.Errorf("the cached object changed: %+v", cached.ObjectMeta)
+	}
+}
+
+type informerStore struct{ toolscache.Indexer }
+
+func (f informerStore) GetIndexer() toolscache.Indexer { return f.Indexer }

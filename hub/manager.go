@@ -65,6 +65,8 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	// Its cache is the manager's, set below; the metrics server reads it only once started.
 	governance := &governanceMetrics{registry: ctrlmetrics.Registry}
+	// Both read the informers' stores, known once the manager is.
+	unchangedPolicies, unchangedReports := &unchangedObjects{}, &unchangedObjects{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress, FilterProvider: governance.filterProvider},
@@ -80,8 +82,8 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&policyv1.Policy{}:            {Transform: trimPolicy},
-				&openreportsv1alpha1.Report{}: {Transform: trimReport},
+				&policyv1.Policy{}:            {Transform: unchangedPolicies.transform(trimPolicy)},
+				&openreportsv1alpha1.Report{}: {Transform: unchangedReports.transform(trimReport)},
 			},
 		},
 	})
@@ -113,6 +115,13 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("policy sets: %w", err)
 	}
 	governance.cache, governance.log = mgr.GetCache(), mgr.GetLogger()
+	for obj, u := range map[client.Object]*unchangedObjects{&policyv1.Policy{}: unchangedPolicies, &openreportsv1alpha1.Report{}: unchangedReports} {
+		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
+		if err != nil {
+			return nil, fmt.Errorf("%T informer: %w", obj, err)
+		}
+		u.watch(inf)
+	}
 	if opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 			return nil, err
