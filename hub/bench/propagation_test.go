@@ -52,7 +52,8 @@ var scheme = func() *runtime.Scheme {
 // clusters instead, with simulated spokes answering Compliant (see spokes), and also reports the
 // seconds until every root's rollout succeeded. REGENT_BENCH_EDIT=1 edits one root once the fleet
 // settled and reports the seconds until every replica carries the edit (and, progressive, until
-// its rollout succeeded again) and the hub's requests per changed replica.
+// its rollout succeeded again) and the hub's requests per changed replica. REGENT_BENCH_BUSY=n
+// runs it on a loaded machine: n threads spinning from the fleet's setup to the end.
 func BenchmarkPropagation(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
 	clusters, roots := benchproc.EnvInt("REGENT_BENCH_CLUSTERS", 1000), benchproc.EnvInt("REGENT_BENCH_ROOTS", 10)
@@ -75,6 +76,10 @@ func BenchmarkPropagation(b *testing.B) {
 	}
 	names := setupFleet(b, ctx, c, clusters)
 	want := clusters * roots
+	if busy := benchproc.EnvInt("REGENT_BENCH_BUSY", 0); busy > 0 {
+		// A loaded machine, the same for the hub and its peers: busy spinning threads.
+		defer benchproc.Busy(busy)()
+	}
 
 	for i := 0; i < b.N; i++ {
 		// The hub first: the peers' objects would look like roots to it.
