@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"cmp"
 	"context"
 	"net/http"
 	"slices"
@@ -92,47 +91,44 @@ func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // governanceFamily is policy_governance_info for policies, its series sorted by label values as
-// the registry sorts its own.
+// the registry sorts its own. The series are sorted in place, through their shared label pairs,
+// rather than from keys of their own: a copy of 150,000 keys would be a third of the scrape.
 func governanceFamily(policies []*policyv1.Policy) *dto.MetricFamily {
-	type series struct{ clusterNS, policy, policyNS, typ string }
-	keys := make([]series, 0, len(policies))
-	values := make([]policyv1.ComplianceState, 0, len(policies))
-	order := make([]int32, 0, len(policies))
+	pairs := labelPairs{}
+	gauges := map[float64]*dto.Gauge{}
+	metrics := make([]dto.Metric, 0, len(policies))
+	labels := make([]*dto.LabelPair, 0, 4*len(policies))
 	for _, p := range policies {
 		typ, policy, policyNS, clusterNS, ok := governanceLabels(p)
 		if !ok {
 			continue
 		}
-		order = append(order, int32(len(keys)))
-		keys = append(keys, series{clusterNS, policy, policyNS, typ})
-		values = append(values, p.Status.ComplianceState)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		x, y := &keys[a], &keys[b]
-		return cmp.Or(strings.Compare(x.clusterNS, y.clusterNS), strings.Compare(x.policy, y.policy),
-			strings.Compare(x.policyNS, y.policyNS), strings.Compare(x.typ, y.typ))
-	})
-	pairs := labelPairs{}
-	gauges := map[float64]*dto.Gauge{}
-	metrics := make([]dto.Metric, len(order))
-	labels := make([]*dto.LabelPair, 0, 4*len(order))
-	family := &dto.MetricFamily{Name: ptr.To(governanceInfoName), Help: ptr.To(governanceInfoHelp),
-		Type: dto.MetricType_GAUGE.Enum(), Metric: make([]*dto.Metric, len(order))}
-	for i, k := range order {
-		key := &keys[k]
 		// Sorted by label name, as the encoders expect them.
-		labels = append(labels, pairs.get("cluster_namespace", key.clusterNS), pairs.get("policy", key.policy),
-			pairs.get("policy_namespace", key.policyNS), pairs.get("type", key.typ))
-		value := complianceValue(values[k])
+		labels = append(labels, pairs.get("cluster_namespace", clusterNS), pairs.get("policy", policy),
+			pairs.get("policy_namespace", policyNS), pairs.get("type", typ))
+		value := complianceValue(p.Status.ComplianceState)
 		gauge, ok := gauges[value]
 		if !ok {
 			gauge = &dto.Gauge{Value: ptr.To(value)}
 			gauges[value] = gauge
 		}
-		metrics[i].Label = labels[len(labels)-4 : len(labels) : len(labels)]
-		metrics[i].Gauge = gauge
+		metrics = append(metrics, dto.Metric{Label: labels[len(labels)-4 : len(labels) : len(labels)], Gauge: gauge})
+	}
+	family := &dto.MetricFamily{Name: ptr.To(governanceInfoName), Help: ptr.To(governanceInfoHelp),
+		Type: dto.MetricType_GAUGE.Enum(), Metric: make([]*dto.Metric, len(metrics))}
+	for i := range metrics {
 		family.Metric[i] = &metrics[i]
 	}
+	slices.SortFunc(family.Metric, func(a, b *dto.Metric) int {
+		for i := range a.Label {
+			// One pair per value: the same pair is the same value.
+			if a.Label[i] == b.Label[i] {
+				continue
+			}
+			return strings.Compare(*a.Label[i].Value, *b.Label[i].Value)
+		}
+		return 0
+	})
 	return family
 }
 
