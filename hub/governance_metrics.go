@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -28,6 +29,28 @@ const (
 	governanceInfoName = "policy_governance_info"
 	governanceInfoHelp = "The compliance status of the named policy. 0 == Compliant. 1 == NonCompliant. -1 == Unknown/Pending"
 )
+
+// governanceInfo describes the family to the registry (governanceReservation).
+var governanceInfo = prometheus.NewDesc("policy_governance_info", governanceInfoHelp,
+	[]string{"type", "policy", "policy_namespace", "cluster_namespace"}, nil)
+
+// governanceReservation holds policy_governance_info's name and labels in the registry, which
+// refuses any other collector of that name, while governanceMetrics serves its series: the
+// registry's Describe is its list of what the hub exports. It collects nothing itself.
+type governanceReservation struct{}
+
+func (governanceReservation) Describe(ch chan<- *prometheus.Desc) { ch <- governanceInfo }
+func (governanceReservation) Collect(chan<- prometheus.Metric)    {}
+
+// reserveGovernanceInfo registers governanceReservation in reg once; a second hub in the same
+// process (tests) finds it there.
+func reserveGovernanceInfo(reg prometheus.Registerer) error {
+	err := reg.Register(governanceReservation{})
+	if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil
+	}
+	return err
+}
 
 // governanceMetrics serves the hub's /metrics: the controller-runtime registry's families and
 // policy_governance_info, read from the hub's informer cache at scrape time, so nothing goes stale

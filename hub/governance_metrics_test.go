@@ -82,6 +82,16 @@ func TestGovernanceInfo_OCMsLabelsAndValuesFromTheCache(t *testing.T) {
 	// Families on either side of policy_governance_info by name, served alongside it.
 	before, after := prometheus.NewCounter(prometheus.CounterOpts{Name: "aaa_total", Help: "a"}), prometheus.NewCounter(prometheus.CounterOpts{Name: "zzz_total", Help: "z"})
 	reg.MustRegister(before, after)
+	// The name is the hub's: held in the registry, by the first hub as by a second in the process.
+	for range 2 {
+		if err := reserveGovernanceInfo(reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "policy_governance_info", Help: "x"}, []string{"policy"})
+	if err := reg.Register(other); err == nil {
+		t.Error("the registry took a second collector of policy_governance_info")
+	}
 	gov := &governanceMetrics{registry: reg, cache: c, log: logr.Discard()}
 	const header = "# HELP policy_governance_info The compliance status of the named policy. 0 == Compliant. 1 == NonCompliant. -1 == Unknown/Pending\n# TYPE policy_governance_info gauge\n"
 	want := header + `policy_governance_info{cluster_namespace="<null>",policy="compliant",policy_namespace="gov-policies",type="root"} 0

@@ -115,6 +115,9 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("policy sets: %w", err)
 	}
 	governance.cache, governance.log = mgr.GetCache(), mgr.GetLogger()
+	if err := reserveGovernanceInfo(ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("policy_governance_info: %w", err)
+	}
 	for obj, u := range map[client.Object]*unchangedObjects{&policyv1.Policy{}: unchangedPolicies, &openreportsv1alpha1.Report{}: unchangedReports} {
 		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
 		if err != nil {
