@@ -112,7 +112,7 @@ func (s *Scanner) refresh(ctx context.Context) error {
 	}
 	switch {
 	case needNamespaces && s.namespaces == nil:
-		s.namespaces = s.newWatch(namespacesType, false, toolscache.ResourceEventHandlerFuncs{UpdateFunc: s.namespaceChanged})
+		s.namespaces = s.newWatch(namespacesType, false, toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: s.namespaceAdded, UpdateFunc: s.namespaceChanged})
 	case !needNamespaces && s.namespaces != nil:
 		close(s.namespaces.stop)
 		s.namespaces = nil

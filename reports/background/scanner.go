@@ -427,6 +427,20 @@ func (s *Scanner) namespaceChanged(oldObj, newObj any) {
 	if !ok1 || !ok2 || labels.Equals(o.Labels, n.Labels) {
 		return
 	}
+	s.requeueNamespace(n)
+}
+
+// namespaceAdded requeues what a new namespace holds: an object whose watch event came before
+// its namespace's was judged without the namespace's labels (an unknown namespace has none) and
+// would not be judged again. Objects of the first list wait for it (namespaceLabels).
+func (s *Scanner) namespaceAdded(obj any, isInInitialList bool) {
+	if n, ok := obj.(*metav1.PartialObjectMetadata); ok && !isInInitialList {
+		s.requeueNamespace(n)
+	}
+}
+
+// requeueNamespace enqueues n's objects of every type a namespace-selecting policy covers, and n.
+func (s *Scanner) requeueNamespace(n *metav1.PartialObjectMetadata) {
 	s.mu.Lock()
 	var stores []toolscache.Indexer
 	seen := map[schema.GroupResource]bool{}
