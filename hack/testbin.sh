@@ -268,7 +268,9 @@ func main() {
 	}
 }'
 
-if [ -x "$dir/opa" ] && ! "$dir/opa" version 2>/dev/null | grep -qx "Version: ${OPA_VERSION#v}"; then
+# The version is read whole before it is matched: grep -q stops reading at its match, and under
+# pipefail the SIGPIPE that opa then gets would count as a mismatch.
+if [ -x "$dir/opa" ] && ! grep -qx "Version: ${OPA_VERSION#v}" <<<"$("$dir/opa" version 2>/dev/null || true)"; then
   log "opa: not $OPA_VERSION, rebuilding"
   rm -f "$dir/opa"
 fi
