@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -113,19 +114,19 @@ func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption)
 	defer close(work)
 	for ctx.Err() == nil {
 		// A watch the apiserver ended may have missed events: answer what the list shows first.
-		list := &policyv1.PolicyList{}
-		if err := c.List(ctx, list, replicas); err != nil {
-			return
-		}
-		for i := range list.Items {
-			if p := &list.Items[i]; p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
-				work <- p
-			}
+		// The list goes in pages: one of 150,000 replicas in a single response can outlast the
+		// request timeout on a busy apiserver. A failure is retried: a spoke that gave up would
+		// leave the rollout waiting forever.
+		version, err := listEnforced(ctx, c, replicas, work)
+		if err != nil {
+			retryAfter(ctx, "list replicas", err)
+			continue
 		}
 		w, err := c.Watch(ctx, &policyv1.PolicyList{}, replicas,
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})
 		if err != nil {
-			return
+			retryAfter(ctx, "watch replicas", err)
+			continue
 		}
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*policyv1.Policy)
@@ -133,5 +134,36 @@ func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption)
 				work <- p
 			}
 		}
+	}
+}
+
+// listEnforced sends to work every enforced replica not yet evaluated at its generation, and
+// returns the resourceVersion of the list.
+func listEnforced(ctx context.Context, c client.Reader, replicas client.ListOption, work chan<- *policyv1.Policy) (string, error) {
+	var token string
+	for {
+		list := &policyv1.PolicyList{}
+		if err := c.List(ctx, list, replicas, client.Limit(1000), client.Continue(token)); err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
+				work <- p
+			}
+		}
+		if token = list.Continue; token == "" {
+			return list.ResourceVersion, nil
+		}
+	}
+}
+
+func retryAfter(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "simulated spokes: %s: %v; again in 1s\n", what, err)
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
 	}
 }

@@ -19,21 +19,25 @@ import (
 )
 
 // evaluator reads the objects a policy's templates name, compares them and, when enforcing,
-// writes them. It reads through reader (the manager's cache, whose informers are the watches) and
-// writes through writer.
+// writes them. It reads them through reader (objectCaches, whose informers are the watches),
+// namespaces through namespaceReader (the manager's cache), and writes through writer.
 type evaluator struct {
-	reader client.Reader
-	writer client.Client
-	mapper meta.RESTMapper
-	// watch makes sure events on the objects ref names re-evaluate policy. It is called before
-	// the objects are read or written, so the events of the evaluation's own writes are not lost.
-	watch func(policy types.NamespacedName, ref watchRef) error
+	reader          client.Reader
+	namespaceReader client.Reader
+	writer          client.Client
+	mapper          meta.RESTMapper
+	// watch makes sure reader holds what ref names and that its events re-evaluate policy. It is
+	// called before the objects are read or written, so the events of the evaluation's own writes
+	// are not lost.
+	watch func(ctx context.Context, policy types.NamespacedName, ref watchRef) error
 }
 
-// watchRef is one kind (and name, empty for any) a policy looks at.
+// watchRef is one kind (and name, empty for any) a policy looks at, in one namespace ("" for a
+// cluster-scoped kind, or every namespace).
 type watchRef struct {
-	gvk  schema.GroupVersionKind
-	name string
+	gvk       schema.GroupVersionKind
+	name      string
+	namespace string
 }
 
 // templateOutcome is the evaluation of one object template.
@@ -95,11 +99,6 @@ func (e *evaluator) evaluate(ctx context.Context, p *policyv1.ConfigurationPolic
 		}
 		t.resource = mapping.Resource.Resource
 		t.namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
-		ref := watchRef{gvk: t.gvk, name: t.name}
-		if err := e.watch(client.ObjectKeyFromObject(p), ref); err != nil {
-			return out, fmt.Errorf("watch %s: %w", t.gvk, err)
-		}
-		out.refs = append(out.refs, ref)
 
 		scopes := []string{""}
 		if t.namespaced {
@@ -126,6 +125,11 @@ func (e *evaluator) evaluate(ctx context.Context, p *policyv1.ConfigurationPolic
 		}
 		var results []objectResult
 		for _, ns := range scopes {
+			ref := watchRef{gvk: t.gvk, name: t.name, namespace: ns}
+			if err := e.watch(ctx, client.ObjectKeyFromObject(p), ref); err != nil {
+				return out, fmt.Errorf("watch %s in %q: %w", t.gvk, ns, err)
+			}
+			out.refs = append(out.refs, ref)
 			r, err := e.evaluateIn(ctx, t, ns, enforce)
 			if errors.Is(err, errRequeue) {
 				return out, err
@@ -188,7 +192,7 @@ func (e *evaluator) template(tmpl *policyv1.ObjectTemplate) (*template, error) {
 func (e *evaluator) namespaces(ctx context.Context) ([]namespaceInfo, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "NamespaceList"})
-	if err := e.reader.List(ctx, list); err != nil {
+	if err := e.namespaceReader.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
 	out := make([]namespaceInfo, 0, len(list.Items))

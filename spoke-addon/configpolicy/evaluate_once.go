@@ -17,7 +17,8 @@ import (
 // message for it. Nothing is watched. An enforcing p writes through c, so a caller that must not
 // change a cluster (regent dryrun) hands it a cluster of its own.
 func EvaluateOnce(ctx context.Context, p *policyv1.ConfigurationPolicy, c client.Client, mapper meta.RESTMapper, now time.Time) (policyv1.ConfigurationPolicyStatus, string, error) {
-	e := &evaluator{reader: c, writer: c, mapper: mapper, watch: func(types.NamespacedName, watchRef) error { return nil }}
+	e := &evaluator{reader: c, namespaceReader: c, writer: c, mapper: mapper,
+		watch: func(context.Context, types.NamespacedName, watchRef) error { return nil }}
 	out, err := e.evaluate(ctx, p)
 	if err != nil {
 		return policyv1.ConfigurationPolicyStatus{}, "", err

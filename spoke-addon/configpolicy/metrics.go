@@ -23,8 +23,12 @@ var (
 		Name: "regent_configpolicy_report_applies_total",
 		Help: "Per-resource report updates by the ConfigurationPolicy report feed, by outcome: written, unchanged or error.",
 	}, []string{"outcome"})
+	objectWatches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "regent_configpolicy_object_watches",
+		Help: "Watches held on the objects ConfigurationPolicies name, by scope: namespace (one kind in one namespace) or cluster (one kind everywhere).",
+	}, []string{"scope"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(evaluations, evaluationSeconds, statusWrites, reportApplies)
+	metrics.Registry.MustRegister(evaluations, evaluationSeconds, statusWrites, reportApplies, objectWatches)
 }

@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -87,8 +88,15 @@ object-templates:
 		p := waitForPolicy(t, c, "prune-inform", "prune", "holding the prune finalizer", func(p *policyv1.ConfigurationPolicy) bool {
 			return controllerutil.ContainsFinalizer(p, pruneFinalizer)
 		})
-		p.Spec.RemediationAction = "inform"
-		if err := c.Update(context.Background(), p); err != nil {
+		// The controller writes the policy too (finalizer, status): retry on its conflicts.
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Spec.RemediationAction = "inform"
+			return c.Update(context.Background(), p)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		waitForPolicy(t, c, "prune-inform", "prune", "without the prune finalizer", func(p *policyv1.ConfigurationPolicy) bool {

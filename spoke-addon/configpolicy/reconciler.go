@@ -25,6 +25,7 @@ type Reconciler struct {
 	client   client.Client
 	eval     *evaluator
 	index    *watchIndex
+	caches   *objectCaches
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	observe  func(policy types.NamespacedName, statusWritten bool)
@@ -36,6 +37,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.index.remove(req.NamespacedName)
+			r.caches.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get ConfigurationPolicy %s: %w", req, err)
@@ -59,8 +61,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	start := r.clock.Now()
 	defer func() { evaluationSeconds.Observe(r.clock.Since(start).Seconds()) }()
 	out, err := r.eval.evaluate(ctx, p)
-	// Record what was looked at even after an error, so a change to those objects retries.
+	// Record what was looked at even after an error, so a change to those objects retries; what
+	// it no longer looks at is released.
 	r.index.set(req.NamespacedName, out)
+	r.caches.set(req.NamespacedName, out.refs)
 	if err != nil {
 		evaluations.WithLabelValues("error").Inc()
 		if errors.Is(err, errRequeue) {

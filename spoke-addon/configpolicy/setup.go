@@ -3,7 +3,6 @@ package configpolicy
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,9 +34,14 @@ type Options struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is how many policies are evaluated at once; 4 when zero.
 	MaxConcurrentReconciles int
+	// MaxNamespacesPerKind is how many namespaces a kind the policies name is watched in one by
+	// one before it is watched cluster-wide; DefaultMaxNamespacesPerKind when zero.
+	MaxNamespacesPerKind int
 
 	// observe, for tests, is called after each successful evaluation.
 	observe func(policy types.NamespacedName, statusWritten bool)
+	// caches, for tests, receives the controller's object caches.
+	caches func(*objectCaches)
 }
 
 // SetupWithManager adds the ConfigurationPolicy controller to mgr. The manager's scheme must know
@@ -49,15 +53,38 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if opts.MaxConcurrentReconciles == 0 {
 		opts.MaxConcurrentReconciles = 4
 	}
+	// The objects policies name are held apart from the manager's cache, scoped to the
+	// namespaces the policies name; managed fields dropped as in the addon's cache.
+	caches := newObjectCaches(mgr.GetConfig(), cache.Options{
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}, opts.MaxNamespacesPerKind)
+	if err := mgr.Add(caches); err != nil {
+		return err
+	}
+	if opts.caches != nil {
+		opts.caches(caches)
+	}
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		index:    newWatchIndex(),
+		caches:   caches,
 		recorder: mgr.GetEventRecorder(controllerName),
 		clock:    opts.Clock,
 		observe:  opts.observe,
 	}
-	w := &kindWatches{cache: mgr.GetCache(), index: r.index, started: map[schema.GroupVersionKind]bool{}}
-	r.eval = &evaluator{reader: mgr.GetCache(), writer: client.WithFieldOwner(mgr.GetClient(), controllerName), mapper: mgr.GetRESTMapper(), watch: w.ensure}
+	r.eval = &evaluator{
+		reader:          caches,
+		namespaceReader: mgr.GetCache(),
+		writer:          client.WithFieldOwner(mgr.GetClient(), controllerName),
+		mapper:          mgr.GetRESTMapper(),
+		watch: func(ctx context.Context, policy types.NamespacedName, ref watchRef) error {
+			r.index.add(policy, ref)
+			return caches.ensure(ctx, policy, ref)
+		},
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		// Status writes bump no generation; without this filter every write would re-evaluate.
@@ -70,7 +97,14 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("build %s: %w", controllerName, err)
 	}
-	w.controller = c
+	caches.watch = func(from cache.Cache, gvk schema.GroupVersionKind) error {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		lookingAt := func(_ context.Context, o client.Object) []reconcile.Request {
+			return requests(r.index.lookingAt(gvk, o.GetName()))
+		}
+		return c.Watch(source.Kind[client.Object](from, obj, handler.EnqueueRequestsFromMapFunc(lookingAt)))
+	}
 	if err := registerGovernanceMetrics(metrics.Registry, governanceCollector{cache: mgr.GetCache(), log: mgr.GetLogger()}); err != nil {
 		return fmt.Errorf("cluster_policy_governance_info: %w", err)
 	}
@@ -95,37 +129,6 @@ func requests(policies []types.NamespacedName) []reconcile.Request {
 		out[i] = reconcile.Request{NamespacedName: p}
 	}
 	return out
-}
-
-// kindWatches starts one watch per kind the first time a policy names it. The watch shares its
-// informer with the cache the evaluator reads from, so a policy is re-evaluated on the same
-// events that update what it reads.
-type kindWatches struct {
-	mu         sync.Mutex
-	cache      cache.Cache
-	controller controller.Controller
-	index      *watchIndex
-	started    map[schema.GroupVersionKind]bool
-}
-
-func (w *kindWatches) ensure(policy types.NamespacedName, ref watchRef) error {
-	w.index.add(policy, ref)
-	gvk := ref.gvk
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started[gvk] {
-		return nil
-	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	lookingAt := func(_ context.Context, o client.Object) []reconcile.Request {
-		return requests(w.index.lookingAt(gvk, o.GetName()))
-	}
-	if err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(lookingAt))); err != nil {
-		return err
-	}
-	w.started[gvk] = true
-	return nil
 }
 
 // deleting passes the update that marks a policy for deletion, whatever its generation.

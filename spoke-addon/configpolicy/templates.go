@@ -101,7 +101,7 @@ type clusterReader struct {
 	internal error // a watch that could not start: retried, not reported
 }
 
-func (r *clusterReader) watch(apiVersion, kind, name string) (schema.GroupVersionKind, error) {
+func (r *clusterReader) watch(ctx context.Context, apiVersion, kind, namespace, name string) (schema.GroupVersionKind, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
@@ -110,8 +110,8 @@ func (r *clusterReader) watch(apiVersion, kind, name string) (schema.GroupVersio
 	if _, err := r.e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		return gvk, fmt.Errorf("the kind %s (%s) is not served by the cluster: %w", kind, apiVersion, err)
 	}
-	ref := watchRef{gvk: gvk, name: name}
-	if err := r.e.watch(r.policy, ref); err != nil {
+	ref := watchRef{gvk: gvk, name: name, namespace: namespace}
+	if err := r.e.watch(ctx, r.policy, ref); err != nil {
 		r.internal = fmt.Errorf("watch %s: %w", gvk, err)
 		return gvk, r.internal
 	}
@@ -120,7 +120,7 @@ func (r *clusterReader) watch(apiVersion, kind, name string) (schema.GroupVersio
 }
 
 func (r *clusterReader) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {
-	gvk, err := r.watch(apiVersion, kind, name)
+	gvk, err := r.watch(ctx, apiVersion, kind, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (r *clusterReader) Get(ctx context.Context, apiVersion, kind, namespace, na
 }
 
 func (r *clusterReader) List(ctx context.Context, apiVersion, kind, namespace, selector string) ([]unstructured.Unstructured, error) {
-	gvk, err := r.watch(apiVersion, kind, "")
+	gvk, err := r.watch(ctx, apiVersion, kind, namespace, "")
 	if err != nil {
 		return nil, err
 	}
