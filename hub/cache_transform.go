@@ -37,6 +37,22 @@ func trimPolicy(obj any) (any, error) {
 	return obj, nil
 }
 
+// cacheReplica is trimPolicy for the replica cache: the trimmed replica becomes the
+// propagator.CachedReplica the cache holds. A replica recorded already (client-go may hand the
+// transform what it transformed before) and anything else pass through.
+func cacheReplica(obj any) (any, error) {
+	obj, err := trimPolicy(obj)
+	if err != nil {
+		return obj, err
+	}
+	if p, ok := obj.(*policyv1.Policy); ok {
+		if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
+			return propagator.NewCachedReplica(p), nil
+		}
+	}
+	return obj, nil
+}
+
 // trimReport keeps a rolled-up Report's summary and drops its worst results: the hub reads only
 // the counts, and holds one summary per cluster and policy.
 func trimReport(obj any) (any, error) {

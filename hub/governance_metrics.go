@@ -64,6 +64,8 @@ func reserveGovernanceInfo(reg prometheus.Registerer) error {
 type governanceMetrics struct {
 	registry prometheus.Gatherer
 	cache    cache.Cache
+	// replicas is the hub's replica cache; nil when cache holds the replicas too.
+	replicas cache.Cache
 	log      logr.Logger
 }
 
@@ -95,7 +97,10 @@ func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	policies, synced, cacheErr := cachedPolicies(ctx, g.cache)
+	policies, synced, cacheErr := cachedPolicies(ctx, g.cache, nil)
+	if cacheErr == nil && synced && g.replicas != nil {
+		policies, synced, cacheErr = cachedPolicies(ctx, g.replicas, policies)
+	}
 	if cacheErr != nil {
 		g.log.Error(cacheErr, "policy_governance_info: list policies from the cache")
 		return families, err
@@ -116,7 +121,7 @@ func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
 // governanceFamily is policy_governance_info for policies, its series sorted by label values as
 // the registry sorts its own. The series are sorted in place, through their shared label pairs,
 // rather than from keys of their own: a copy of 150,000 keys would be a third of the scrape.
-func governanceFamily(policies []*policyv1.Policy) *dto.MetricFamily {
+func governanceFamily(policies []client.Object) *dto.MetricFamily {
 	pairs := labelPairs{}
 	gauges := map[float64]*dto.Gauge{}
 	metrics := make([]dto.Metric, 0, len(policies))
@@ -129,7 +134,7 @@ func governanceFamily(policies []*policyv1.Policy) *dto.MetricFamily {
 		// Sorted by label name, as the encoders expect them.
 		labels = append(labels, pairs.get("cluster_namespace", clusterNS), pairs.get("policy", policy),
 			pairs.get("policy_namespace", policyNS), pairs.get("type", typ))
-		value := complianceValue(p.Status.ComplianceState)
+		value := complianceValue(complianceOf(p))
 		gauge, ok := gauges[value]
 		if !ok {
 			gauge = &dto.Gauge{Value: ptr.To(value)}
@@ -155,19 +160,19 @@ func governanceFamily(policies []*policyv1.Policy) *dto.MetricFamily {
 	return family
 }
 
-// cachedPolicies returns the cached Policies themselves, to be read only (a List, even without
-// deep copies, copies every Policy into a fresh slice), and whether the cache has synced: none
-// are returned before.
-func cachedPolicies(ctx context.Context, c cache.Cache) (policies []*policyv1.Policy, synced bool, err error) {
+// cachedPolicies appends the Policies (or CachedReplicas) c holds to out, the cached objects
+// themselves, to be read only (a List, even without deep copies, copies every Policy into a fresh
+// slice), and says whether the cache has synced: none are appended before.
+func cachedPolicies(ctx context.Context, c cache.Cache, out []client.Object) (policies []client.Object, synced bool, err error) {
 	inf, err := c.GetInformer(ctx, &policyv1.Policy{}, cache.BlockUntilSynced(false))
 	if err != nil || !inf.HasSynced() {
-		return nil, false, err
+		return out, false, err
 	}
 	if withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		objs := withIndexer.GetIndexer().List()
-		out := make([]*policyv1.Policy, 0, len(objs))
+		out = slices.Grow(out, len(objs))
 		for _, o := range objs {
-			if p, ok := o.(*policyv1.Policy); ok {
+			if p, ok := o.(client.Object); ok {
 				out = append(out, p)
 			}
 		}
@@ -175,11 +180,10 @@ func cachedPolicies(ctx context.Context, c cache.Cache) (policies []*policyv1.Po
 	}
 	list := &policyv1.PolicyList{}
 	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, false, err
+		return out, false, err
 	}
-	out := make([]*policyv1.Policy, len(list.Items))
 	for i := range list.Items {
-		out[i] = &list.Items[i]
+		out = append(out, &list.Items[i])
 	}
 	return out, true, nil
 }
@@ -200,18 +204,29 @@ func (l labelPairs) get(name, value string) *dto.LabelPair {
 // governanceLabels follows OCM: a replica (`<root namespace>.<root name>` in a cluster namespace)
 // is "propagated", anything else "root" with the sentinel cluster namespace "<null>"; disabled
 // policies and replicas whose name does not split are left out.
-func governanceLabels(p *policyv1.Policy) (typ, policy, policyNS, clusterNS string, ok bool) {
-	if p.Spec.Disabled {
+func governanceLabels(p client.Object) (typ, policy, policyNS, clusterNS string, ok bool) {
+	if full, isPolicy := p.(*policyv1.Policy); isPolicy && full.Spec.Disabled {
 		return "", "", "", "", false
 	}
-	if _, replica := p.Labels[propagator.RootPolicyLabel]; replica {
-		ns, name, found := strings.Cut(p.Name, ".")
+	if _, replica := p.GetLabels()[propagator.RootPolicyLabel]; replica {
+		ns, name, found := strings.Cut(p.GetName(), ".")
 		if !found {
 			return "", "", "", "", false
 		}
-		return "propagated", name, ns, p.Namespace, true
+		return "propagated", name, ns, p.GetNamespace(), true
 	}
-	return "root", p.Name, p.Namespace, "<null>", true
+	return "root", p.GetName(), p.GetNamespace(), "<null>", true
+}
+
+// complianceOf is a Policy's or a CachedReplica's status.compliant.
+func complianceOf(p client.Object) policyv1.ComplianceState {
+	switch p := p.(type) {
+	case *policyv1.Policy:
+		return p.Status.ComplianceState
+	case *propagator.CachedReplica:
+		return p.Compliance()
+	}
+	return ""
 }
 
 func complianceValue(c policyv1.ComplianceState) float64 {

@@ -7,7 +7,9 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
@@ -58,15 +60,23 @@ func Run(ctx context.Context, opts Options) error {
 	return mgr.Start(ctx)
 }
 
+// Manager is the hub's controller-runtime manager with the cache of its replicas beside its own.
+type Manager struct {
+	manager.Manager
+	// Replicas holds the replicas, as propagator.CachedReplica; the manager's cache holds every
+	// other Policy. Started and synced with the manager's cache.
+	Replicas cache.Cache
+}
+
 // NewManager returns the hub's manager, not started. cfg is copied; opts.Config is ignored.
-func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
+func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	// Its cache is the manager's, set below; the metrics server reads it only once started.
 	governance := &governanceMetrics{registry: ctrlmetrics.Registry}
 	// Both read the informers' stores, known once the manager is.
-	unchangedPolicies, unchangedReports := &unchangedObjects{}, &unchangedObjects{}
+	unchangedPolicies, unchangedReplicas, unchangedReports := &unchangedObjects{}, &unchangedObjects{}, &unchangedObjects{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress, FilterProvider: governance.filterProvider},
@@ -82,13 +92,24 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&policyv1.Policy{}:            {Transform: unchangedPolicies.transform(trimPolicy)},
+				// Replicas are in their own cache (below), as CachedReplicas.
+				&policyv1.Policy{}:            {Label: rootsOnly, Transform: unchangedPolicies.transform(trimPolicy)},
 				&openreportsv1alpha1.Report{}: {Transform: unchangedReports.transform(trimReport)},
 			},
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hub manager: %w", err)
+	}
+	replicas, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		ByObject: map[client.Object]cache.ByObject{
+			&policyv1.Policy{}: {Label: replicasOnly, Transform: unchangedReplicas.transform(cacheReplica)},
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("replica cache: %w", err)
+	}
+	if err := mgr.Add(startedWithCaches{replicas}); err != nil {
+		return nil, fmt.Errorf("replica cache: %w", err)
 	}
 	// Its own rate limiter at QPS/Burst, as the typed client keeps one per kind.
 	creator, err := propagator.NewReplicaCreator(mgr.GetConfig(), mgr.GetHTTPClient(), serializer.NewCodecFactory(scheme))
@@ -98,7 +119,8 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	r := &propagator.Reconciler{
 		Client:  mgr.GetClient(),
 		Creator: creator,
-		Reader:  mgr.GetCache(),
+		Reader:   mgr.GetCache(),
+		Replicas: replicas,
 		// The encryption key Secrets of hub templates, read by name and never cached.
 		APIReader: mgr.GetAPIReader(),
 		Planner:   rollout.NewPlanner(opts.Clock),
@@ -114,16 +136,20 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := sets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("policy sets: %w", err)
 	}
-	governance.cache, governance.log = mgr.GetCache(), mgr.GetLogger()
+	governance.cache, governance.replicas, governance.log = mgr.GetCache(), replicas, mgr.GetLogger()
 	if err := reserveGovernanceInfo(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("policy_governance_info: %w", err)
 	}
-	for obj, u := range map[client.Object]*unchangedObjects{&policyv1.Policy{}: unchangedPolicies, &openreportsv1alpha1.Report{}: unchangedReports} {
-		inf, err := mgr.GetCache().GetInformer(context.Background(), obj)
+	for u, inf := range map[*unchangedObjects]struct {
+		c   cache.Cache
+		obj client.Object
+	}{unchangedPolicies: {mgr.GetCache(), &policyv1.Policy{}}, unchangedReplicas: {replicas, &policyv1.Policy{}},
+		unchangedReports: {mgr.GetCache(), &openreportsv1alpha1.Report{}}} {
+		informer, err := inf.c.GetInformer(context.Background(), inf.obj)
 		if err != nil {
-			return nil, fmt.Errorf("%T informer: %w", obj, err)
+			return nil, fmt.Errorf("%T informer: %w", inf.obj, err)
 		}
-		u.watch(inf)
+		u.watch(informer)
 	}
 	if opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -133,5 +159,23 @@ func NewManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
-	return mgr, nil
+	return &Manager{Manager: mgr, Replicas: replicas}, nil
 }
+
+// Which Policies are replicas: those with the root-policy label (propagator's isReplica).
+var (
+	replicasOnly = labels.NewSelector().Add(must(labels.NewRequirement(propagator.RootPolicyLabel, selection.Exists, nil)))
+	rootsOnly    = labels.NewSelector().Add(must(labels.NewRequirement(propagator.RootPolicyLabel, selection.DoesNotExist, nil)))
+)
+
+func must[T any](v *T, err error) T {
+	utilruntime.Must(err)
+	return *v
+}
+
+// startedWithCaches has the manager start a cache of the hub's own with its caches, and wait for
+// it to sync before any controller starts, leader or not (the dashboard and the governance
+// metrics read it on every replica of the hub).
+type startedWithCaches struct{ cache.Cache }
+
+func (c startedWithCaches) GetCache() cache.Cache { return c.Cache }

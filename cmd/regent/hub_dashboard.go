@@ -21,7 +21,7 @@ func withDashboard(cfg *rest.Config, opts hub.Options, placement *opa.Options) (
 	if err != nil {
 		return nil, err
 	}
-	board := dashboard.NewBoard(mgr.GetCache(), opts.Clock, mgr.GetLogger().WithName("dashboard"))
+	board := dashboard.NewBoard(mgr.GetCache(), opts.Clock, mgr.GetLogger().WithName("dashboard")).WithReplicas(mgr.Replicas)
 	if err := mgr.Add(board); err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

@@ -29,7 +29,9 @@ const settle = 200 * time.Millisecond
 // is a manager Runnable; it runs on every hub replica, the leader or not, since it only reads.
 type Board struct {
 	cache cache.Cache
-	clock clock.Clock
+	// replicas is the hub's replica cache (hub.Manager.Replicas), when cache does not hold them.
+	replicas cache.Cache
+	clock    clock.Clock
 	log   logr.Logger
 
 	dirty chan struct{}
@@ -51,6 +53,13 @@ func NewBoard(c cache.Cache, clk clock.Clock, log logr.Logger) *Board {
 		model: Build(Inputs{Now: clk.Now()}), changed: make(chan struct{})}
 }
 
+// WithReplicas has the board read the replicas from c as well, the hub's replica cache, whose
+// objects are propagator.CachedReplicas. Called before Start.
+func (b *Board) WithReplicas(c cache.Cache) *Board {
+	b.replicas = c
+	return b
+}
+
 // NeedLeaderElection is false: every hub replica serves the dashboard from its own cache.
 func (b *Board) NeedLeaderElection() bool { return false }
 
@@ -58,8 +67,17 @@ func (b *Board) NeedLeaderElection() bool { return false }
 // each burst of changes until ctx ends.
 func (b *Board) Start(ctx context.Context) error {
 	defer close(b.stopped)
-	for _, obj := range []client.Object{&policyv1.Policy{}, &clusterv1beta1.PlacementDecision{}, &openreportsv1alpha1.Report{}} {
-		inf, err := b.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	type watched struct {
+		c   cache.Cache
+		obj client.Object
+	}
+	watches := []watched{{b.cache, &policyv1.Policy{}}, {b.cache, &clusterv1beta1.PlacementDecision{}}, {b.cache, &openreportsv1alpha1.Report{}}}
+	if b.replicas != nil {
+		watches = append(watches, watched{b.replicas, &policyv1.Policy{}})
+	}
+	for _, w := range watches {
+		obj := w.obj
+		inf, err := w.c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("dashboard: informer for %T: %w", obj, err)
 		}
@@ -71,7 +89,7 @@ func (b *Board) Start(ctx context.Context) error {
 			return fmt.Errorf("dashboard: watch %T: %w", obj, err)
 		}
 	}
-	if !b.cache.WaitForCacheSync(ctx) {
+	if !b.cache.WaitForCacheSync(ctx) || (b.replicas != nil && !b.replicas.WaitForCacheSync(ctx)) {
 		return nil
 	}
 	b.markDirty()
@@ -112,6 +130,9 @@ func (b *Board) rebuild(ctx context.Context) error {
 	if err := b.cache.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list policies: %w", err)
 	}
+	if err := b.addReplicas(ctx, &policies); err != nil {
+		return err
+	}
 	var decisions clusterv1beta1.PlacementDecisionList
 	if err := b.cache.List(ctx, &decisions, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list placement decisions: %w", err)
@@ -126,6 +147,35 @@ func (b *Board) rebuild(ctx context.Context) error {
 	close(b.changed)
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
+	return nil
+}
+
+// withDetails is a replica as the hub's replica cache holds it (propagator.CachedReplica).
+type withDetails interface {
+	HasDetails() bool
+	Policy() *policyv1.Policy
+}
+
+// addReplicas adds to policies the replicas of the replica cache that the model reads: those with
+// status details (admission policies' serving generations). The others, nearly all of a large
+// fleet, are not copied.
+func (b *Board) addReplicas(ctx context.Context, policies *policyv1.PolicyList) error {
+	if b.replicas == nil {
+		return nil
+	}
+	inf, err := b.replicas.GetInformer(ctx, &policyv1.Policy{})
+	if err != nil {
+		return fmt.Errorf("replica informer: %w", err)
+	}
+	withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return fmt.Errorf("replica informer %T has no indexer", inf)
+	}
+	for _, o := range withIndexer.GetIndexer().List() {
+		if r, ok := o.(withDetails); ok && r.HasDetails() {
+			policies.Items = append(policies.Items, *r.Policy())
+		}
+	}
 	return nil
 }
 

@@ -86,7 +86,7 @@ func (e *env) serveWithHub() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	board := dashboard.NewBoard(mgr.GetCache(), nil, mgr.GetLogger())
+	board := dashboard.NewBoard(mgr.GetCache(), nil, mgr.GetLogger()).WithReplicas(mgr.Replicas)
 	if err := mgr.Add(board); err != nil {
 		e.t.Fatal(err)
 	}

@@ -53,12 +53,13 @@ func rotationDue(s *corev1.Secret, now time.Time, period time.Duration) (bool, t
 // whose replicas in that cluster namespace carry encrypted values are propagated again, which
 // re-encrypts them under the new key.
 type keyRotator struct {
-	client  client.Client
-	keys    client.Reader // a cache of the key Secrets only
-	replica client.Reader // the hub's cache, for the replicas of the cluster namespace
-	clock   clock.PassiveClock
-	period  time.Duration
-	roots   chan<- event.GenericEvent
+	client client.Client
+	keys   client.Reader // a cache of the key Secrets only
+	// replicasIn reads the hub's cached replicas in a cluster namespace.
+	replicasIn func(ctx context.Context, namespace string) ([]client.Object, error)
+	clock      clock.PassiveClock
+	period     time.Duration
+	roots      chan<- event.GenericEvent
 }
 
 func (k *keyRotator) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -103,13 +104,12 @@ func (k *keyRotator) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // reencrypt propagates again the roots whose replicas in cluster carry an IV.
 func (k *keyRotator) reencrypt(ctx context.Context, cluster string) error {
-	list := &policyv1.PolicyList{}
-	if err := k.replica.List(ctx, list, client.InNamespace(cluster)); err != nil {
+	replicas, err := k.replicasIn(ctx, cluster)
+	if err != nil {
 		return fmt.Errorf("list the replicas of %s: %w", cluster, err)
 	}
-	for i := range list.Items {
-		rep := &list.Items[i]
-		if _, ok := rep.Annotations[templates.IVAnnotation]; !ok {
+	for _, rep := range replicas {
+		if _, ok := rep.GetAnnotations()[templates.IVAnnotation]; !ok {
 			continue
 		}
 		ns, name, ok := rootOf(rep)
@@ -153,7 +153,7 @@ func (r *Reconciler) setupKeyRotation(mgr ctrl.Manager, rootController interface
 	if err := rootController.Watch(source.Channel(roots, &handler.EnqueueRequestForObject{})); err != nil {
 		return err
 	}
-	k := &keyRotator{client: r.Client, keys: keys, replica: r.Reader, clock: r.clock(), period: period, roots: roots}
+	k := &keyRotator{client: r.Client, keys: keys, replicasIn: r.replicasIn, clock: r.clock(), period: period, roots: roots}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("encryption-key-rotation").
 		// A process may build the hub's manager more than once (tests restart it in-process).

@@ -22,8 +22,8 @@ const (
 func ReplicaName(root *policyv1.Policy) string { return root.Namespace + "." + root.Name }
 
 // rootOf returns the namespace and name of the root a replica belongs to.
-func rootOf(replica *policyv1.Policy) (namespace, name string, ok bool) {
-	full, found := replica.Labels[RootPolicyLabel]
+func rootOf(replica labeled) (namespace, name string, ok bool) {
+	full, found := replica.GetLabels()[RootPolicyLabel]
 	if !found {
 		return "", "", false
 	}
@@ -31,7 +31,10 @@ func rootOf(replica *policyv1.Policy) (namespace, name string, ok bool) {
 	return namespace, name, ok
 }
 
-func isReplica(p *policyv1.Policy) bool {
-	_, ok := p.Labels[RootPolicyLabel]
+func isReplica(p labeled) bool {
+	_, ok := p.GetLabels()[RootPolicyLabel]
 	return ok
 }
+
+// labeled is a Policy or a CachedReplica.
+type labeled interface{ GetLabels() map[string]string }

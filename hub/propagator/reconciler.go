@@ -18,6 +18,7 @@ import (
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1beta1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -35,6 +36,10 @@ type Reconciler struct {
 	Creator *ReplicaCreator
 	// Reader is the manager's cache.
 	Reader client.Reader
+	// Replicas, when set, is the cache replicas are read from (NewReplicaCache), its Policy
+	// informer holding CachedReplicas; Reader's Policy informer then holds the roots. Replicas are
+	// read from Reader when nil.
+	Replicas cache.Cache
 	// APIReader reads what must not be cached: the clusters' encryption key Secrets, which the
 	// hub may get by name but not list. Client when nil.
 	APIReader client.Reader
@@ -60,7 +65,7 @@ type Reconciler struct {
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
-	// replicaIndex, when set, is the Policy informer's indexer with the rootIndex index.
+	// replicaIndex, when set, is the replica informer's indexer with the rootIndex index.
 	replicaIndex toolscache.Indexer
 	// templateWatches re-propagates roots whose hub templates read an object that changed.
 	templateWatches *templateWatches
@@ -289,21 +294,15 @@ func (r *Reconciler) patchRootStatus(ctx context.Context, root *policyv1.Policy,
 	return nil
 }
 
-// replicasOf returns the replicas of a root by cluster, from the cache's index. The objects are
-// the cache's own and must not be modified.
+// replicasOf returns the replicas of a root by cluster, from the cache's index. They share the
+// cache's maps and slices and must not be modified.
 func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) (map[string]*policyv1.Policy, error) {
 	if r.replicaIndex != nil {
 		objs, err := r.replicaIndex.ByIndex(rootIndex, root.Namespace+"."+root.Name)
 		if err != nil {
 			return nil, fmt.Errorf("list replicas of %s: %w", root, err)
 		}
-		out := make(map[string]*policyv1.Policy, len(objs))
-		for _, o := range objs {
-			if p, ok := o.(*policyv1.Policy); ok {
-				out[p.Namespace] = p
-			}
-		}
-		return out, nil
+		return policiesOf(objs), nil
 	}
 	list := &policyv1.PolicyList{}
 	if err := r.Reader.List(ctx, list, client.MatchingFields{rootIndex: root.Namespace + "." + root.Name}, client.UnsafeDisableDeepCopy); err != nil {
@@ -314,6 +313,56 @@ func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) 
 		out[list.Items[i].Namespace] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// replicasIn returns the cached replicas in namespace, from the replica informer's namespace
+// index when the reconciler has it.
+func (r *Reconciler) replicasIn(ctx context.Context, namespace string) ([]client.Object, error) {
+	if r.replicaIndex != nil {
+		objs, err := r.replicaIndex.ByIndex(toolscache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]client.Object, 0, len(objs))
+		for _, o := range objs {
+			if rep, ok := o.(client.Object); ok && isReplica(rep) {
+				out = append(out, rep)
+			}
+		}
+		return out, nil
+	}
+	list := &policyv1.PolicyList{}
+	if err := r.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(list.Items))
+	for i := range list.Items {
+		if isReplica(&list.Items[i]) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// policiesOf returns cached replicas by cluster as Policies, the CachedReplicas among them read
+// into one slab for the length of a reconcile.
+func policiesOf(objs []any) map[string]*policyv1.Policy {
+	out := make(map[string]*policyv1.Policy, len(objs))
+	var slab []policyv1.Policy
+	for _, o := range objs {
+		switch p := o.(type) {
+		case *policyv1.Policy:
+			out[p.Namespace] = p
+		case *CachedReplica:
+			if slab == nil {
+				slab = make([]policyv1.Policy, 0, len(objs))
+			}
+			slab = append(slab, policyv1.Policy{})
+			p.into(&slab[len(slab)-1])
+			out[p.namespace] = &slab[len(slab)-1]
+		}
+	}
+	return out
 }
 
 // strategyOf returns the root's strategy, All when it has none, and whether its enforcement rolls

@@ -13,11 +13,13 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
@@ -47,12 +49,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	if err := idx.IndexField(ctx, &openreportsv1alpha1.Report{}, summaryIndex, summaryKey); err != nil {
 		return fmt.Errorf("index rolled-up reports by replica: %w", err)
 	}
-	roots := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isReplica(o.(*policyv1.Policy)) })
-	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o.(*policyv1.Policy)) })
+	roots := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isReplica(o) })
+	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o) })
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("root-policy").
 		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
-		Watches(&policyv1.Policy{}, replicaEvents(), builder.WithPredicates(replicas)).
+		WatchesRawSource(source.Kind(r.replicaCache(mgr), client.Object(&policyv1.Policy{}), replicaEvents(), replicas)).
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
@@ -74,8 +76,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	return r.setupKeyRotation(mgr, c)
 }
 
+// replicaCache is where the reconciler reads replicas: Replicas, else the manager's cache.
+func (r *Reconciler) replicaCache(mgr ctrl.Manager) cache.Cache {
+	if r.Replicas != nil {
+		return r.Replicas
+	}
+	return mgr.GetCache()
+}
+
 // indexReplicas indexes replicas by their root. On the informer's own indexer when it exposes it:
-// replicasOf then returns the cached objects themselves, where a List through the cache would copy
+// replicasOf then reads the cached objects themselves, where a List through the cache would copy
 // each of a root's replicas (one per cluster) into a fresh list on every reconcile.
 func (r *Reconciler) indexReplicas(ctx context.Context, mgr ctrl.Manager) error {
 	byRoot := func(o client.Object) []string {
@@ -84,7 +94,7 @@ func (r *Reconciler) indexReplicas(ctx context.Context, mgr ctrl.Manager) error 
 		}
 		return nil
 	}
-	inf, err := mgr.GetCache().GetInformer(ctx, &policyv1.Policy{})
+	inf, err := r.replicaCache(mgr).GetInformer(ctx, &policyv1.Policy{})
 	if err != nil {
 		return err
 	}
@@ -105,11 +115,14 @@ func (r *Reconciler) indexReplicas(ctx context.Context, mgr ctrl.Manager) error 
 		r.replicaIndex = withIndexer.GetIndexer()
 		return nil
 	}
+	if r.Replicas != nil {
+		return fmt.Errorf("the replica cache's informer %T has no indexer", inf)
+	}
 	return mgr.GetFieldIndexer().IndexField(ctx, &policyv1.Policy{}, rootIndex, byRoot)
 }
 
 func replicaToRoot(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := rootOf(o.(*policyv1.Policy))
+	ns, name, ok := rootOf(o)
 	if !ok {
 		return nil
 	}
