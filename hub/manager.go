@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -117,8 +117,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	r := &propagator.Reconciler{
-		Client:  mgr.GetClient(),
-		Creator: creator,
+		Client:   mgr.GetClient(),
+		Creator:  creator,
 		Reader:   mgr.GetCache(),
 		Replicas: replicas,
 		// The encryption key Secrets of hub templates, read by name and never cached.

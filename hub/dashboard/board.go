@@ -32,7 +32,7 @@ type Board struct {
 	// replicas is the hub's replica cache (hub.Manager.Replicas), when cache does not hold them.
 	replicas cache.Cache
 	clock    clock.Clock
-	log   logr.Logger
+	log      logr.Logger
 
 	dirty chan struct{}
 	// stopped closes when Start returns, ending the open event streams with the hub.
