@@ -96,14 +96,14 @@ func elideClusterLabels(labels map[string]string, namespace string) map[string]s
 
 // labelsMatch says whether a replica's labels are want, reading the cluster labels CompactReplica
 // elided as the replica's namespace.
-func labelsMatch(rep *policyv1.Policy, want map[string]string) bool {
-	if _, elided := rep.Labels[clusterLabelsElided]; !elided {
-		return mapsEqual(rep.Labels, want)
+func labelsMatch(rep *CachedReplica, want map[string]string) bool {
+	if _, elided := rep.labels[clusterLabelsElided]; !elided {
+		return mapsEqual(rep.labels, want)
 	}
-	if len(rep.Labels)+1 != len(want) || want[ClusterNameLabel] != rep.Namespace || want[ClusterNSLabel] != rep.Namespace {
+	if len(rep.labels)+1 != len(want) || want[ClusterNameLabel] != rep.namespace || want[ClusterNSLabel] != rep.namespace {
 		return false
 	}
-	for k, v := range rep.Labels {
+	for k, v := range rep.labels {
 		if k == clusterLabelsElided {
 			continue
 		}

@@ -15,15 +15,15 @@ func TestCompactReplica_ComparesAsTheReplicaOnTheAPIServer(t *testing.T) {
 		Spec: policyv1.PolicySpec{RemediationAction: policyv1.Inform}}
 	spec := &root.Spec
 	hash := SpecHash(spec)
-	cached := func(edit func(labels map[string]string)) *policyv1.Policy {
+	cached := func(edit func(labels map[string]string)) *CachedReplica {
 		rep := newReplica(root, "c1", spec)
 		edit(rep.Labels)
 		TrimReplica(rep)
 		CompactReplica(rep)
-		return rep
+		return NewCachedReplica(rep)
 	}
-	if rep := cached(func(map[string]string) {}); !replicaCurrent(rep, root, spec, hash) {
-		t.Errorf("the replica the hub wrote, compacted, is not current: labels %v", rep.Labels)
+	if rep := cached(func(map[string]string) {}); !replicaCurrent(rep, root, hash) {
+		t.Errorf("the replica the hub wrote, compacted, is not current: labels %v", rep.labels)
 	}
 	for name, edit := range map[string]func(map[string]string){
 		"cluster-name edited":         func(l map[string]string) { l[ClusterNameLabel] = "c2" },
@@ -32,8 +32,8 @@ func TestCompactReplica_ComparesAsTheReplicaOnTheAPIServer(t *testing.T) {
 		"label added":                 func(l map[string]string) { l["extra"] = "x" },
 		"root label edited":           func(l map[string]string) { l["team"] = "b" },
 	} {
-		if rep := cached(edit); replicaCurrent(rep, root, spec, hash) {
-			t.Errorf("%s: the compacted replica compares as current (labels %v)", name, rep.Labels)
+		if rep := cached(edit); replicaCurrent(rep, root, hash) {
+			t.Errorf("%s: the compacted replica compares as current (labels %v)", name, rep.labels)
 		}
 	}
 	// The compacted replica against another cluster's wanted labels.
@@ -50,7 +50,7 @@ func TestCompactReplica_IsIdempotentAndLeavesRootsAlone(t *testing.T) {
 	CompactReplica(rep)
 	first := rep.Labels
 	CompactReplica(rep)
-	if len(rep.Labels) != len(first) || !labelsMatch(rep, mustLabels(root, "c1")) {
+	if len(rep.Labels) != len(first) || !labelsMatch(NewCachedReplica(rep), mustLabels(root, "c1")) {
 		t.Errorf("second pass changed the labels: %v, was %v", rep.Labels, first)
 	}
 	CompactReplica(root)

@@ -14,7 +14,7 @@ import (
 // input is what the reconciler read for one root.
 type input struct {
 	root      *policyv1.Policy
-	replicas  map[string]*policyv1.Policy
+	replicas  map[string]*CachedReplica
 	selection selection
 	groups    sdkv1beta1.ClusterGroupsMap
 	// selected are the clusters of groups; clustersOf(groups) when nil.
@@ -76,7 +76,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 	}
 	anyActive := false
 	for name := range selected {
-		if rep := in.replicas[name]; rep != nil && specMatches(rep, active(name), sp.hash[active(name)]) {
+		if rep := in.replicas[name]; rep != nil && specMatches(rep, sp.hash[active(name)]) {
 			c := clusters[name]
 			c.Active = true
 			c.Reported = reportOf(rep)
@@ -112,7 +112,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 		out.desired[name] = spec
 		// Only what was reported: a missing entry reads as nothing reported, and a fleet that has
 		// not reported yet costs no map.
-		if rep := in.replicas[name]; rep != nil && specMatches(rep, spec, sp.hash[spec]) {
+		if rep := in.replicas[name]; rep != nil && specMatches(rep, sp.hash[spec]) {
 			if state := reportOf(rep); state != "" {
 				out.compliance[name] = state
 			}
@@ -123,8 +123,11 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 
 // reportOf is the replica's compliance when the managed cluster evaluated the replica's current
 // generation (the contract with the spoke), and nothing otherwise.
-func reportOf(rep *policyv1.Policy) policyv1.ComplianceState {
-	return rep.ReportedCompliance()
+func reportOf(rep *CachedReplica) policyv1.ComplianceState {
+	if rep.lastEvaluatedGeneration != rep.generation {
+		return ""
+	}
+	return rep.compliance
 }
 
 // clustersOf is groups.GetClusters() built in one set: GetClusters unions group by group, copying

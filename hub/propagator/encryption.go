@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	policyv1 "regent.dev/regent/api/policy/v1"
 	"regent.dev/regent/templates"
 )
 
@@ -78,7 +77,7 @@ type replicaEncryption struct {
 	cluster string
 	// existing is the replica as it is: its IV is kept, so unchanged inputs encrypt to the same
 	// text and the replica is not rewritten.
-	existing *policyv1.Policy
+	existing *CachedReplica
 	enc      *templates.Encryption
 	// calls counts the values encrypted, so each template that encrypted one is annotated.
 	calls int
@@ -102,7 +101,7 @@ func (e *replicaEncryption) protect(value string) (string, error) {
 
 func (e *replicaEncryption) iv() ([]byte, error) {
 	if e.existing != nil {
-		if iv, err := templates.ParseIV(e.existing.Annotations[templates.IVAnnotation]); err == nil {
+		if iv, err := templates.ParseIV(e.existing.annotations[templates.IVAnnotation]); err == nil {
 			return iv, nil
 		}
 	}

@@ -109,7 +109,7 @@ func (r *Reconciler) resolveHubTemplates(ctx context.Context, run *hubTemplateRu
 // resolved for its cluster, and is current when both hashes of hubTemplatesAnnotation are.
 // A template that does not resolve leaves the replica as it is; the error is the cluster's
 // write failure, which the root reports.
-func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) (int64, error) {
+func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *CachedReplica) (int64, error) {
 	root := run.root
 	enc := &replicaEncryption{r: r, ctx: ctx, cluster: cluster, existing: existing}
 	resolved, err := r.resolveHubTemplates(ctx, run, cluster, spec, enc)
@@ -125,7 +125,7 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 	if iv := enc.ivAnnotation(); iv != "" {
 		want.Annotations[templates.IVAnnotation] = iv
 	}
-	if existing != nil && labelsMatch(existing, want.Labels) && mapsEqual(existing.Annotations, want.Annotations) {
+	if existing != nil && labelsMatch(existing, want.Labels) && mapsEqual(existing.annotations, want.Annotations) {
 		return 0, nil
 	}
 	if existing == nil {
@@ -136,19 +136,19 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 		writes.WithLabelValues("create", "policies").Inc()
 		return want.Generation, nil
 	}
-	want.ResourceVersion = existing.ResourceVersion
-	want.Status = existing.Status
+	want.ResourceVersion = existing.resourceVersion
+	want.Status = existing.status()
 	if err := r.Client.Update(ctx, want); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
+	r.expect.wrote(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }
 
 // templatedHash is the root-spec hash a replica built from hub templates records, if it is one.
-func templatedHash(rep *policyv1.Policy) (string, bool) {
-	v, ok := rep.Annotations[hubTemplatesAnnotation]
+func templatedHash(annotations map[string]string) (string, bool) {
+	v, ok := annotations[hubTemplatesAnnotation]
 	if !ok {
 		return "", false
 	}

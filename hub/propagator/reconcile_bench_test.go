@@ -70,7 +70,7 @@ func settledRoot(b *testing.B, planner *rollout.Planner, n, groups int, strategy
 		root.Spec.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{Type: strategy,
 			ProgressivePerGroup: &clusterv1alpha1.RolloutProgressivePerGroup{}}
 	}
-	in := input{root: root, replicas: map[string]*policyv1.Policy{}, groups: sdkv1beta1.ClusterGroupsMap{}}
+	in := input{root: root, replicas: map[string]*CachedReplica{}, groups: sdkv1beta1.ClusterGroupsMap{}}
 	for i := range n {
 		cluster := fmt.Sprintf("cluster-%05d", i)
 		key := sdkv1beta1.GroupKey{GroupName: fmt.Sprintf("g%d", i%groups), GroupIndex: int32(i % groups)}
@@ -85,7 +85,7 @@ func settledRoot(b *testing.B, planner *rollout.Planner, n, groups int, strategy
 		}
 		TrimReplica(rep)
 		CompactReplica(rep)
-		in.replicas[cluster] = rep
+		in.replicas[cluster] = NewCachedReplica(rep)
 	}
 	in.selected = clustersOf(in.groups) // as read() does, once per reconcile
 	// The status the hub would have written, pass after pass, until it no longer changes.

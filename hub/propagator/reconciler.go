@@ -104,9 +104,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	for cluster, rep := range replicas {
-		if rep.Name != ReplicaName(root) {
+		if rep.name != ReplicaName(root) {
 			delete(replicas, cluster)
-			if err := r.deleteOrphan(ctx, rep, "its name is not "+ReplicaName(root)); err != nil {
+			if err := r.deleteOrphan(ctx, rep.Policy(), "its name is not "+ReplicaName(root)); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -148,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // read gathers, from the cache, everything decide needs.
-func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas map[string]*policyv1.Policy) (input, error) {
+func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas map[string]*CachedReplica) (input, error) {
 	bindings := &policyv1.PlacementBindingList{}
 	if err := r.Reader.List(ctx, bindings, client.InNamespace(root.Namespace)); err != nil {
 		return input{}, fmt.Errorf("list placement bindings in %s: %w", root.Namespace, err)
@@ -294,23 +294,33 @@ func (r *Reconciler) patchRootStatus(ctx context.Context, root *policyv1.Policy,
 	return nil
 }
 
-// replicasOf returns the replicas of a root by cluster, from the cache's index. They share the
-// cache's maps and slices and must not be modified.
-func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) (map[string]*policyv1.Policy, error) {
+// replicasOf returns the replicas of a root by cluster, from the replica cache's index. They are
+// the cache's own and must not be modified.
+func (r *Reconciler) replicasOf(ctx context.Context, root types.NamespacedName) (map[string]*CachedReplica, error) {
 	if r.replicaIndex != nil {
 		objs, err := r.replicaIndex.ByIndex(rootIndex, root.Namespace+"."+root.Name)
 		if err != nil {
 			return nil, fmt.Errorf("list replicas of %s: %w", root, err)
 		}
-		return policiesOf(objs), nil
+		out := make(map[string]*CachedReplica, len(objs))
+		for _, o := range objs {
+			switch p := o.(type) {
+			case *CachedReplica:
+				out[p.namespace] = p
+			case *policyv1.Policy:
+				// A cache without the hub's transform (NewManager's) holds Policies.
+				out[p.Namespace] = recordOf(p)
+			}
+		}
+		return out, nil
 	}
 	list := &policyv1.PolicyList{}
 	if err := r.Reader.List(ctx, list, client.MatchingFields{rootIndex: root.Namespace + "." + root.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list replicas of %s: %w", root, err)
 	}
-	out := make(map[string]*policyv1.Policy, len(list.Items))
+	out := make(map[string]*CachedReplica, len(list.Items))
 	for i := range list.Items {
-		out[list.Items[i].Namespace] = &list.Items[i]
+		out[list.Items[i].Namespace] = recordOf(&list.Items[i])
 	}
 	return out, nil
 }
@@ -342,27 +352,6 @@ func (r *Reconciler) replicasIn(ctx context.Context, namespace string) ([]client
 		}
 	}
 	return out, nil
-}
-
-// policiesOf returns cached replicas by cluster as Policies, the CachedReplicas among them read
-// into one slab for the length of a reconcile.
-func policiesOf(objs []any) map[string]*policyv1.Policy {
-	out := make(map[string]*policyv1.Policy, len(objs))
-	var slab []policyv1.Policy
-	for _, o := range objs {
-		switch p := o.(type) {
-		case *policyv1.Policy:
-			out[p.Namespace] = p
-		case *CachedReplica:
-			if slab == nil {
-				slab = make([]policyv1.Policy, 0, len(objs))
-			}
-			slab = append(slab, policyv1.Policy{})
-			p.into(&slab[len(slab)-1])
-			out[p.namespace] = &slab[len(slab)-1]
-		}
-	}
-	return out
 }
 
 // strategyOf returns the root's strategy, All when it has none, and whether its enforcement rolls

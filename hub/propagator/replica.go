@@ -1,12 +1,9 @@
 package propagator
 
 import (
-	"encoding/json"
 	"maps"
-	"reflect"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -78,8 +75,8 @@ func newReplica(root *policyv1.Policy, cluster string, spec *policyv1.PolicySpec
 
 // replicaCurrent says whether an existing replica already is what newReplica would build; hash is
 // spec's SpecHash.
-func replicaCurrent(existing *policyv1.Policy, root *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
-	return wantMetaOf(root).matches(existing) && specMatches(existing, spec, hash)
+func replicaCurrent(existing *CachedReplica, root *policyv1.Policy, hash string) bool {
+	return wantMetaOf(root).matches(existing) && specMatches(existing, hash)
 }
 
 // wantMeta is replicaMeta for every cluster at once: the labels without the two cluster labels,
@@ -97,19 +94,19 @@ func wantMetaOf(root *policyv1.Policy) wantMeta {
 
 // matches says whether rep has the labels and annotations replicaMeta gives its cluster, its
 // cluster labels elided in the cache (CompactReplica) or not.
-func (w wantMeta) matches(rep *policyv1.Policy) bool {
-	if !mapsEqual(rep.Annotations, w.annotations) {
+func (w wantMeta) matches(rep *CachedReplica) bool {
+	if !mapsEqual(rep.annotations, w.annotations) {
 		return false
 	}
-	_, elided := rep.Labels[clusterLabelsElided]
+	_, elided := rep.labels[clusterLabelsElided]
 	if elided {
-		if len(rep.Labels) != len(w.labels)+1 {
+		if len(rep.labels) != len(w.labels)+1 {
 			return false
 		}
-	} else if len(rep.Labels) != len(w.labels)+2 || rep.Labels[ClusterNameLabel] != rep.Namespace || rep.Labels[ClusterNSLabel] != rep.Namespace {
+	} else if len(rep.labels) != len(w.labels)+2 || rep.labels[ClusterNameLabel] != rep.namespace || rep.labels[ClusterNSLabel] != rep.namespace {
 		return false
 	}
-	for k, v := range rep.Labels {
+	for k, v := range rep.labels {
 		switch k {
 		case clusterLabelsElided:
 			continue
@@ -128,23 +125,4 @@ func (w wantMeta) matches(rep *policyv1.Policy) bool {
 
 func mapsEqual(a, b map[string]string) bool {
 	return len(a) == len(b) && maps.Equal(a, b)
-}
-
-// specEqual compares specs as the apiserver stores them. The fast path is a plain comparison;
-// templates are raw JSON whose key order the apiserver may change, so on a mismatch they are
-// compared decoded.
-func specEqual(a, b *policyv1.PolicySpec) bool {
-	if equality.Semantic.DeepEqual(a, b) {
-		return true
-	}
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	if errA != nil || errB != nil {
-		return false
-	}
-	var va, vb any
-	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }

@@ -50,20 +50,43 @@ func NewCachedReplica(p *policyv1.Policy) *CachedReplica {
 // slices: to be read only.
 func (c *CachedReplica) Policy() *policyv1.Policy {
 	p := &policyv1.Policy{}
-	c.into(p)
-	return p
-}
-
-// into fills p, a zero Policy, as Policy does without allocating one: a reconcile reads a root's
-// replicas (3,000 on a large fleet) into one slab.
-func (c *CachedReplica) into(p *policyv1.Policy) {
 	p.Name, p.Namespace, p.GenerateName, p.ResourceVersion = c.name, c.namespace, c.specHash, c.resourceVersion
 	p.UID, p.Generation, p.Labels, p.Annotations = c.uid, c.generation, c.labels, c.annotations
 	p.Spec.RemediationAction = c.remediation
-	p.Status.ComplianceState, p.Status.RolloutStatus, p.Status.LastEvaluatedGeneration = c.compliance, c.rolloutStatus, c.lastEvaluatedGeneration
+	p.Status = c.status()
 	if c.rare != nil {
-		p.DeletionTimestamp, p.Status.Conditions, p.Status.Details = c.rare.deletionTimestamp, c.rare.conditions, c.rare.details
+		p.DeletionTimestamp = c.rare.deletionTimestamp
 	}
+	return p
+}
+
+// status is the replica's status as the trimmed Policy had it.
+func (c *CachedReplica) status() policyv1.PolicyStatus {
+	s := policyv1.PolicyStatus{ComplianceState: c.compliance, RolloutStatus: c.rolloutStatus, LastEvaluatedGeneration: c.lastEvaluatedGeneration}
+	if c.rare != nil {
+		s.Conditions, s.Details = c.rare.conditions, c.rare.details
+	}
+	return s
+}
+
+func (c *CachedReplica) conditions() []metav1.Condition {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.conditions
+}
+
+// enforces says whether the replica enforces, read as enforces reads a trimmed replica's spec.
+func (c *CachedReplica) enforces() bool {
+	return enforces(&policyv1.PolicySpec{RemediationAction: c.remediation})
+}
+
+// recordOf is the CachedReplica of a replica read other than through the hub's replica cache,
+// trimmed as that cache trims it; p is left as it is.
+func recordOf(p *policyv1.Policy) *CachedReplica {
+	trimmed := *p
+	TrimReplica(&trimmed)
+	return NewCachedReplica(&trimmed)
 }
 
 // Compliance is the replica's status.compliant.

@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
 // CachedReplica implements client.Object over the metadata it holds; metav1.Object lets an object
@@ -69,9 +67,7 @@ func (c *CachedReplica) DeepCopyObject() runtime.Object {
 	out := *c
 	out.labels, out.annotations = maps.Clone(c.labels), maps.Clone(c.annotations)
 	if c.rare != nil {
-		p := &policyv1.Policy{}
-		c.into(p)
-		p = p.DeepCopy()
+		p := c.Policy().DeepCopy()
 		out.rare = &rareReplicaFields{deletionTimestamp: p.DeletionTimestamp, conditions: p.Status.Conditions, details: p.Status.Details}
 	}
 	return &out

@@ -100,20 +100,14 @@ func TrimReplica(p *policyv1.Policy) {
 		return
 	}
 	p.GenerateName = SpecHash(&p.Spec)
-	if h, ok := templatedHash(p); ok {
+	if h, ok := templatedHash(p.Annotations); ok {
 		p.GenerateName = h
 	}
 	p.Spec = policyv1.PolicySpec{RemediationAction: p.Spec.RemediationAction}
 }
 
-// specMatches says whether a replica carries spec, whose SpecHash is hash. A replica read
-// through the trimming cache is compared by hash, any other by value.
-func specMatches(rep *policyv1.Policy, spec *policyv1.PolicySpec, hash string) bool {
-	if h, ok := templatedHash(rep); ok {
-		return h == hash
-	}
-	if strings.HasPrefix(rep.GenerateName, specHashPrefix) {
-		return rep.GenerateName == hash
-	}
-	return specEqual(&rep.Spec, spec)
+// specMatches says whether a replica carries the spec whose SpecHash (or, templated, whose
+// unresolved hash) is hash: TrimReplica recorded the replica's own.
+func specMatches(rep *CachedReplica, hash string) bool {
+	return rep.specHash == hash
 }

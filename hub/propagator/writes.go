@@ -27,7 +27,7 @@ const fieldOwner = client.FieldOwner("regent-hub")
 // propagation makes every replica exist before it spends requests on statuses), then rollout
 // statuses, then deletions of replicas no longer selected. A write that fails fails only its own
 // cluster: the others still move, and the failures come back by cluster for the root to report.
-func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*policyv1.Policy, read cacheMark) writeOutcome {
+func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p plan, existing map[string]*CachedReplica, read cacheMark) writeOutcome {
 	clusters := make([]string, 0, len(p.desired))
 	for name := range p.desired {
 		clusters = append(clusters, name)
@@ -62,7 +62,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	meta := wantMetaOf(root)
 	current := func(cluster string, spec *policyv1.PolicySpec) bool {
 		rep := existing[cluster]
-		return rep != nil && meta.matches(rep) && specMatches(rep, spec, p.hash[spec])
+		return rep != nil && meta.matches(rep) && specMatches(rep, p.hash[spec])
 	}
 	toWrite := func(enforce bool) []string {
 		var out []string
@@ -85,7 +85,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	maps.Copy(failed, stopped)
 	out := writeOutcome{failed: failed, waiting: waiting}
 	for cluster := range stopped {
-		if rep := existing[cluster]; rep != nil && isEnforce(&rep.Spec) {
+		if rep := existing[cluster]; rep != nil && rep.enforces() {
 			out.stillEnforcing = append(out.stillEnforcing, cluster)
 		}
 	}
@@ -129,7 +129,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			gone = append(gone, cluster)
 		}
 	}
-	maps.Copy(failed, r.eachCluster(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster]) }))
+	maps.Copy(failed, r.eachCluster(gone, func(cluster string) error { return r.deleteReplica(ctx, existing[cluster].Policy()) }))
 	for cluster, err := range failed {
 		if errors.Is(err, errUnseen) {
 			delete(failed, cluster)
@@ -156,17 +156,13 @@ type writeOutcome struct {
 	waiting int
 }
 
-func isEnforce(spec *policyv1.PolicySpec) bool {
-	return enforces(spec)
-}
-
 // writeSpec writes the replica of cluster; run is set when root has hub templates. It returns the
 // replica's generation after the write, 0 when nothing was written.
-func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *policyv1.Policy) (int64, error) {
+func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *hubTemplateRun, cluster string, spec *policyv1.PolicySpec, hash string, existing *CachedReplica) (int64, error) {
 	if run != nil {
 		return r.writeTemplatedSpec(ctx, run, cluster, spec, hash, existing)
 	}
-	if existing != nil && replicaCurrent(existing, root, spec, hash) {
+	if existing != nil && replicaCurrent(existing, root, hash) {
 		return 0, nil
 	}
 	want := newReplica(root, cluster, spec)
@@ -189,12 +185,12 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 	}
 	// Update with the cached resourceVersion: an edit the cache has not seen yet fails with a
 	// conflict and the reconcile is retried with fresh data rather than overwriting blindly.
-	want.ResourceVersion = existing.ResourceVersion
-	want.Status = existing.Status
+	want.ResourceVersion = existing.resourceVersion
+	want.Status = existing.status()
 	if err := r.Client.Update(ctx, want); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), existing.ResourceVersion, want.ResourceVersion)
+	r.expect.wrote(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }
@@ -246,7 +242,7 @@ func (g *generations) get(cluster string) int64 {
 // overwritten. written is the replica's generation after this pass's spec write, 0 when none. The
 // cached replica has no spec but its remediation action (TrimReplica): what it implies is read
 // from the plan's spec it matches.
-func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *policyv1.Policy, written int64) error {
+func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, cluster string, p plan, existing *CachedReplica, written int64) error {
 	want, gen, needed := statusWrite(cluster, p, existing, written)
 	switch {
 	case !needed:
@@ -259,22 +255,22 @@ func (r *Reconciler) writeStatus(ctx context.Context, root *policyv1.Policy, clu
 
 // statusWrite says what writeStatus writes on cluster's replica: want at generation gen, or the
 // hub's status removed when want is "", and whether anything at all (needed).
-func statusWrite(cluster string, p plan, existing *policyv1.Policy, written int64) (want policyv1.RolloutStatus, gen int64, needed bool) {
+func statusWrite(cluster string, p plan, existing *CachedReplica, written int64) (want policyv1.RolloutStatus, gen int64, needed bool) {
 	if existing == nil {
 		return "", 0, false
 	}
 	c := p.decision.Clusters[cluster]
 	spec := p.desired[cluster]
-	gen, implied := existing.Generation, policyv1.ImpliedRolloutStatus(spec, existing.ReportedCompliance())
+	gen, implied := existing.generation, policyv1.ImpliedRolloutStatus(spec, reportOf(existing))
 	switch {
-	case written != 0 && written != existing.Generation:
+	case written != 0 && written != existing.generation:
 		// A new spec, not evaluated yet: only the spec speaks for it.
 		gen, implied = written, policyv1.InitialRolloutStatus(spec)
-	case !specMatches(existing, spec, p.hash[spec]):
+	case !specMatches(existing, p.hash[spec]):
 		// Another spec than the plan's, left as it was (its cluster's turn is held): the cache
 		// keeps only its remediation action, and the strategy is the root's.
-		carried := &policyv1.PolicySpec{RemediationAction: existing.Spec.RemediationAction, RolloutStrategy: spec.RolloutStrategy}
-		implied = policyv1.ImpliedRolloutStatus(carried, existing.ReportedCompliance())
+		carried := &policyv1.PolicySpec{RemediationAction: existing.remediation, RolloutStrategy: spec.RolloutStrategy}
+		implied = policyv1.ImpliedRolloutStatus(carried, reportOf(existing))
 	}
 	want = c.Status
 	if want == implied {
@@ -283,7 +279,7 @@ func statusWrite(cluster string, p plan, existing *policyv1.Policy, written int6
 	return want, gen, !replicaStatusCurrent(existing, want, c.Status, c.LastTransitionTime, gen)
 }
 
-func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, cluster string, c rollout.Cluster, want policyv1.RolloutStatus, gen int64, existing *policyv1.Policy) error {
+func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, cluster string, c rollout.Cluster, want policyv1.RolloutStatus, gen int64, existing *CachedReplica) error {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(policyv1.GroupVersion.String())
 	u.SetKind("Policy")
@@ -313,9 +309,9 @@ func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, clu
 // when it no longer holds and the replica implies the right one. A merge patch, not an apply of
 // nothing: on a replica whose cluster has not reported yet, that would leave its status null,
 // which the schema refuses. The hub is the only writer of a replica's conditions.
-func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, cluster string, existing *policyv1.Policy) error {
+func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, cluster string, existing *CachedReplica) error {
 	var conditions []metav1.Condition
-	for _, c := range existing.Status.Conditions {
+	for _, c := range existing.conditions() {
 		if c.Type != policyv1.RolloutConditionType {
 			conditions = append(conditions, c)
 		}
@@ -337,20 +333,20 @@ func replicaKey(root *policyv1.Policy, cluster string) types.NamespacedName {
 	return types.NamespacedName{Namespace: cluster, Name: ReplicaName(root)}
 }
 
-func cachedRV(rep *policyv1.Policy) string {
+func cachedRV(rep *CachedReplica) string {
 	if rep == nil {
 		return ""
 	}
-	return rep.ResourceVersion
+	return rep.resourceVersion
 }
 
 // replicaStatusCurrent says whether the replica, at generation gen once this pass's spec write is
 // done, already shows what writeStatus would apply: want, or nothing when want is "" (the decided
 // status is implied). A status written for gen, or without a generation (before the hub recorded
 // one), that says the decided status all the same is left as it is rather than removed.
-func replicaStatusCurrent(rep *policyv1.Policy, want, decided policyv1.RolloutStatus, since *metav1.Time, gen int64) bool {
-	written := rep.Status.RolloutStatus
-	cond := meta.FindStatusCondition(rep.Status.Conditions, policyv1.RolloutConditionType)
+func replicaStatusCurrent(rep *CachedReplica, want, decided policyv1.RolloutStatus, since *metav1.Time, gen int64) bool {
+	written := rep.rolloutStatus
+	cond := meta.FindStatusCondition(rep.conditions(), policyv1.RolloutConditionType)
 	if want == "" {
 		return written == "" && cond == nil ||
 			written == decided && (cond == nil || cond.ObservedGeneration == 0 || cond.ObservedGeneration == gen)
@@ -388,9 +384,9 @@ func (r *Reconciler) cleanup(ctx context.Context, root types.NamespacedName) err
 	}
 	if _, known := r.known.LoadAndDelete(root); !known {
 		why := fmt.Sprintf("root policy %s does not exist", root)
-		return r.each(reps, func(cluster string) error { return r.deleteOrphan(ctx, replicas[cluster], why) })
+		return r.each(reps, func(cluster string) error { return r.deleteOrphan(ctx, replicas[cluster].Policy(), why) })
 	}
-	return r.each(reps, func(cluster string) error { return r.deleteReplica(ctx, replicas[cluster]) })
+	return r.each(reps, func(cluster string) error { return r.deleteReplica(ctx, replicas[cluster].Policy()) })
 }
 
 // each runs fn for every item, at most Workers at a time, and joins the errors.
