@@ -2,7 +2,8 @@
 // placements select, and drives the progressive rollout of their enforcement.
 //
 // One reconciler per root Policy reads everything from the manager's cache (bindings, policy sets,
-// placement decisions through sdk-go's tracker, the replicas), lets package rollout decide each
+// placement decisions through sdk-go's tracker) and the replicas from a cache of their own, as
+// CachedReplica records (replica_record.go), lets package rollout decide each
 // cluster's rollout status, and then writes: the root's status first — it is the rollout's record,
 // so a hub killed at any moment resumes from it; a merge patch, and a reconcile whose cached root
 // predates the hub's own last patch waits for the cache (root_versions.go) — then the replicas
