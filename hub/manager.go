@@ -140,16 +140,18 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := reserveGovernanceInfo(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("policy_governance_info: %w", err)
 	}
-	for u, inf := range map[*unchangedObjects]struct {
-		c   cache.Cache
-		obj client.Object
-	}{unchangedPolicies: {mgr.GetCache(), &policyv1.Policy{}}, unchangedReplicas: {replicas, &policyv1.Policy{}},
-		unchangedReports: {mgr.GetCache(), &openreportsv1alpha1.Report{}}} {
-		informer, err := inf.c.GetInformer(context.Background(), inf.obj)
+	watchUnchanged := func(u *unchangedObjects, c cache.Cache, obj client.Object) error {
+		inf, err := c.GetInformer(context.Background(), obj)
 		if err != nil {
-			return nil, fmt.Errorf("%T informer: %w", inf.obj, err)
+			return fmt.Errorf("%T informer: %w", obj, err)
 		}
-		u.watch(informer)
+		u.watch(inf)
+		return nil
+	}
+	if err := errors.Join(watchUnchanged(unchangedPolicies, mgr.GetCache(), &policyv1.Policy{}),
+		watchUnchanged(unchangedReplicas, replicas, &policyv1.Policy{}),
+		watchUnchanged(unchangedReports, mgr.GetCache(), &openreportsv1alpha1.Report{})); err != nil {
+		return nil, err
 	}
 	if opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
