@@ -1,11 +1,15 @@
 package propagator
 
 import (
+	"context"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
 // Expectations gives the tests outside the package the hub's write expectations, fed by an
@@ -39,4 +43,9 @@ func (e *Expectations) Seen() string {
 		return ""
 	}
 	return strconv.FormatUint(m.seen, 10)
+}
+
+// PatchRootStatus is the hub's write of a root's status, root being the hub's cached copy.
+func PatchRootStatus(ctx context.Context, c client.Client, root *policyv1.Policy, status *policyv1.PolicyStatus) error {
+	return (&Reconciler{Client: c}).patchRootStatus(ctx, root, status)
 }
