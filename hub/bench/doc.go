@@ -7,5 +7,6 @@
 // replica, counting the hub's requests per changed replica. REGENT_BENCH_CPU_PROFILE=<path> writes
 // the hub child's CPU profile from its start to its stop (a restarted hub's to <path>.2), as
 // REGENT_BENCH_HEAP_PROFILE writes its heap at the end and REGENT_BENCH_PEAK_HEAP_PROFILE=<path> at
-// its highest live heap (to <path>.<pid>).
+// its highest live heap (to <path>.<pid>). With REGENT_BENCH_CPU_WINDOW=<path>, each SIGUSR1 to the
+// hub child starts or stops a CPU profile to <path>.<n>: a profile of one phase of a long run.
 package bench

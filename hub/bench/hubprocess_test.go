@@ -44,6 +44,7 @@ func TestHubProcess(t *testing.T) {
 		defer pprof.StopCPUProfile()
 	}
 	benchproc.WritePeakHeapProfiles(env.Context)
+	benchproc.CPUProfileWindows(env.Context)
 	if err := hub.Run(env.Context, hub.Options{Config: env.Config, QPS: float32(qps), Burst: burst, MetricsBindAddress: env.MetricsAddr, MemoryLimit: memLimit, ConcurrentRoots: concurrentRoots}); err != nil {
 		t.Fatal(err)
 	}
