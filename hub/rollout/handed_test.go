@@ -19,31 +19,41 @@ import (
 	"regent.dev/regent/placement/decisions"
 )
 
-// Leaving the ToApply statuses out changes nothing sdk-go answers per group: for random fleets in
-// every state (mandatory groups, soak, deadline, failure budget, clusters no longer selected), the
-// handler answers the same with all statuses and with the ones handed.
+// Leaving out the finished groups and the ToApply statuses changes nothing sdk-go answers per
+// group: for random fleets in every state (finished groups, groups under way, untouched ones,
+// mandatory groups, soak, deadline, failure budget), the handler answers the same about the whole
+// fleet and about what is handed.
 func TestHanded_PerGroupAnswersAsWithEveryStatus(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	NewPlanner(clocktesting.NewFakeClock(now)) // installs the handler's clock
 	states := []sdkv1alpha1.RolloutStatus{sdkv1alpha1.ToApply, sdkv1alpha1.Progressing, sdkv1alpha1.Succeeded,
 		sdkv1alpha1.Failed, sdkv1alpha1.TimeOut}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for run := range 300 {
+	left := 0
+	for run := range 500 {
 		groups := sdkv1beta1.ClusterGroupsMap{}
 		var statuses []sdkv1alpha1.ClusterRolloutStatus
 		for g := range 1 + rng.IntN(5) {
 			key := sdkv1beta1.GroupKey{GroupName: fmt.Sprintf("g%d", g), GroupIndex: int32(g)}
 			groups[key] = sets.New[string]()
-			// Earlier groups further along, as a rollout leaves them.
+			// A group is finished, under way or untouched, as a rollout leaves them.
+			phase := rng.IntN(3)
 			for c := range 1 + rng.IntN(6) {
 				name := fmt.Sprintf("c%d-%d", g, c)
 				groups[key].Insert(name)
-				if rng.IntN(4) == 0 {
-					continue // no status at all
+				status := states[rng.IntN(len(states))]
+				switch {
+				case phase == 0:
+					status = sdkv1alpha1.Succeeded
+				case phase == 2 || rng.IntN(4) == 0:
+					if rng.IntN(2) == 0 {
+						continue // no status at all
+					}
+					status = sdkv1alpha1.ToApply
 				}
 				ltt := metav1.NewTime(now.Add(-time.Duration(rng.IntN(600)) * time.Second))
 				statuses = append(statuses, sdkv1alpha1.ClusterRolloutStatus{ClusterName: name, GroupKey: key,
-					Status: states[rng.IntN(len(states))], LastTransitionTime: &ltt})
+					Status: status, LastTransitionTime: &ltt})
 			}
 		}
 		if rng.IntN(3) == 0 { // a cluster the placement dropped
@@ -57,24 +67,36 @@ func TestHanded_PerGroupAnswersAsWithEveryStatus(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			strategy.ProgressivePerGroup.MandatoryDecisionGroups.MandatoryDecisionGroups = []clusterv1alpha1.MandatoryDecisionGroup{{GroupName: "g0"}}
 		}
-		handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(groups), nil)
+		whole, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(groups), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, all, err := handler.GetRolloutCluster(strategy, append([]sdkv1alpha1.ClusterRolloutStatus(nil), statuses...))
+		_, all, err := whole.GetRolloutCluster(strategy, append([]sdkv1alpha1.ClusterRolloutStatus(nil), statuses...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, some, err := handler.GetRolloutCluster(strategy, handed(strategy, statuses))
+		under, given := handed(strategy, groups, statuses, now)
+		if len(given) > len(statuses) || under.GetClusters().Len() > groups.GetClusters().Len() {
+			t.Fatalf("run %d: handed more than it was given", run)
+		}
+		part, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(under), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, some, err := part.GetRolloutCluster(strategy, given)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left += groups.GetClusters().Len() - under.GetClusters().Len()
 		all.ClustersRemoved, some.ClustersRemoved = nil, nil // not read by Plan
 		norm(&all)
 		norm(&some)
 		if !reflect.DeepEqual(all, some) {
-			t.Fatalf("run %d: with every status %+v\nwith those handed %+v", run, all, some)
+			t.Fatalf("run %d: with every status %+v\nwith those handed %+v\nstatuses %+v\ngiven %+v\ngroups %v under %v", run, all, some, statuses, given, groups, under)
 		}
+	}
+	if left == 0 {
+		t.Fatal("no finished group was ever emptied: the runs test nothing")
 	}
 }
 

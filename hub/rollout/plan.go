@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1alpha1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1alpha1"
@@ -106,15 +107,18 @@ func (p *Planner) plan(in Input) (Decision, error) {
 		})
 	}
 
-	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(in.Groups), nil)
-	if err != nil {
-		return out, fmt.Errorf("rollout handler: %w", err)
-	}
 	strategy := in.Strategy
 	if in.Mode != Progressive {
 		strategy = asAll(strategy)
 	}
-	_, result, err := handler.GetRolloutCluster(strategy, handed(strategy, existing))
+	// One instant for both questions, so both are asked about the same groups.
+	at := p.clock.Now()
+	groups, statuses := handed(strategy, in.Groups, existing, at)
+	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(groups), nil)
+	if err != nil {
+		return out, fmt.Errorf("rollout handler: %w", err)
+	}
+	_, result, err := handler.GetRolloutCluster(strategy, statuses)
 	if err != nil {
 		return out, fmt.Errorf("rollout strategy %s: %w", strategy.Type, err)
 	}
@@ -158,7 +162,9 @@ func (p *Planner) plan(in Input) (Decision, error) {
 			e.Status, e.LastTransitionTime, e.RecheckTime = toSDK(c.Status), c.LastTransitionTime, nil
 			again = append(again, e)
 		}
-		if _, result, err = handler.GetRolloutCluster(strategy, handed(strategy, again)); err != nil {
+		// The started clusters are in groups still under way: the groups handed stay the same.
+		_, again = handed(strategy, in.Groups, again, at)
+		if _, result, err = handler.GetRolloutCluster(strategy, again); err != nil {
 			return out, fmt.Errorf("rollout strategy %s: %w", strategy.Type, err)
 		}
 		out.RecheckAfter = result.RecheckAfter
@@ -197,11 +203,12 @@ func (p *Planner) FirstPass(in Input) (Decision, error) {
 		existing = append(existing, sdkv1alpha1.ClusterRolloutStatus{ClusterName: name, GroupKey: groupOf[name],
 			Status: sdkv1alpha1.ToApply, LastTransitionTime: c.LastTransitionTime})
 	}
-	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(in.Groups), nil)
+	groups, statuses := handed(in.Strategy, in.Groups, existing, p.clock.Now())
+	handler, err := sdkv1alpha1.NewRolloutHandler[struct{}](decisions.Tracker(groups), nil)
 	if err != nil {
 		return out, fmt.Errorf("rollout handler: %w", err)
 	}
-	if _, _, err := handler.GetRolloutCluster(in.Strategy, handed(in.Strategy, existing)); err != nil {
+	if _, _, err := handler.GetRolloutCluster(in.Strategy, statuses); err != nil {
 		return out, fmt.Errorf("rollout strategy %s: %w", in.Strategy.Type, err)
 	}
 	out.Aggregate = aggregate(out, false)
@@ -260,20 +267,46 @@ func newToRollout(in Input, name string) bool {
 	return in.Mode == Progressive && c.Status == "" && !c.Active
 }
 
-// handed is what of statuses the handler is given. Per group, sdk-go reads a ToApply status as it
-// reads no status (it recomputes both from the groups), but still searches the selected clusters
-// for each status it is given, one by one (getRemovedClusters): 4.5 million string compares per
-// question at 3,000 clusters, asked once or twice per turn of a group. The other strategies order
-// and count the statuses they are given, so they get them all.
-func handed(strategy clusterv1alpha1.RolloutStrategy, statuses []sdkv1alpha1.ClusterRolloutStatus) []sdkv1alpha1.ClusterRolloutStatus {
+// handed is what the handler is given of a root's groups and statuses. Per group, sdk-go reads a
+// ToApply status as it reads none (it recomputes both from the groups), and passes over a group
+// whose every cluster succeeded longer ago than the soak time without a trace: no cluster to roll
+// out, no failure, no recheck. Yet it searches the selected clusters for each status it is given,
+// one by one (getRemovedClusters): 4.5 million string compares per question at 3,000 clusters,
+// asked once or twice per turn of a group. So it is given the clusters of the groups still under
+// way only, and their statuses but ToApply. The other strategies order and count every status
+// they are given: they get all.
+func handed(strategy clusterv1alpha1.RolloutStrategy, groups sdkv1beta1.ClusterGroupsMap, statuses []sdkv1alpha1.ClusterRolloutStatus, now time.Time) (sdkv1beta1.ClusterGroupsMap, []sdkv1alpha1.ClusterRolloutStatus) {
 	if strategy.Type != clusterv1alpha1.ProgressivePerGroup {
-		return statuses
+		return groups, statuses
+	}
+	var soak time.Duration
+	if strategy.ProgressivePerGroup != nil {
+		soak = strategy.ProgressivePerGroup.MinSuccessTime.Duration
+	}
+	unfinished := map[sdkv1beta1.GroupKey]int{}
+	for key, clusters := range groups {
+		unfinished[key] = clusters.Len()
+	}
+	for _, s := range statuses {
+		if s.Status == sdkv1alpha1.Succeeded && (s.LastTransitionTime == nil && soak <= 0 ||
+			s.LastTransitionTime != nil && !now.Before(s.LastTransitionTime.Add(soak))) {
+			unfinished[s.GroupKey]--
+		}
+	}
+	// A finished group stays, empty: sdk-go's tracker counts group indexes from 0 to the number
+	// of groups, so a group left out would hide the last one.
+	under := make(sdkv1beta1.ClusterGroupsMap, len(groups))
+	for key, clusters := range groups {
+		under[key] = clusters
+		if unfinished[key] <= 0 {
+			under[key] = sets.Set[string]{}
+		}
 	}
 	out := make([]sdkv1alpha1.ClusterRolloutStatus, 0, len(statuses))
 	for _, s := range statuses {
-		if s.Status != sdkv1alpha1.ToApply {
+		if unfinished[s.GroupKey] > 0 && s.Status != sdkv1alpha1.ToApply {
 			out = append(out, s)
 		}
 	}
-	return out
+	return under, out
 }
