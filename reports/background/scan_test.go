@@ -162,6 +162,46 @@ func TestScan_NamespaceLabelChangeRequeuesItsObjects(t *testing.T) {
 	e.reportsAre(t, ns)
 }
 
+// The scan watches objects and namespaces in two streams, so an object's event can come before
+// its namespace's: the object is then judged with no namespace labels, and the namespace's own
+// event must judge it again. The order is forced here: the namespace is held out of the scan's
+// store until the object was judged, then handed over as its informer would hand it.
+func TestScan_ObjectJudgedBeforeItsNamespaceArrivedIsJudgedAgainWithIt(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, 0)
+	e.publish(t, e.cluster("team"), 1, configMapPolicy("team", e.ns))
+	// Marker: a covered namespace's object gets its report, so the namespaces are watched.
+	marker := createNamespace(t, e.c, "marker", map[string]string{"scope": e.ns})
+	createConfigMap(t, e.c, marker, "m", nil)
+	e.reportsAre(t, marker, "m: team=fail@1")
+
+	late := createNamespace(t, e.c, "late", map[string]string{"scope": e.ns})
+	e.scanner.mu.Lock()
+	store := e.scanner.namespaces.informer.GetIndexer()
+	e.scanner.mu.Unlock()
+	var held any
+	eventually(t, time.Minute, func() (bool, string) {
+		o, ok, _ := store.GetByKey(late)
+		held = o
+		return ok, "namespace " + late + " in the scan's store"
+	})
+	if err := store.Delete(held); err != nil {
+		t.Fatal(err)
+	}
+	// A policy that selects no namespace shows when the object was judged.
+	local := configMapPolicy("local", e.ns)
+	local.NamespaceSelector = nil
+	e.publish(t, namespacedPolicy(late, "local"), 1, local)
+	createConfigMap(t, e.c, late, "a", nil)
+	e.reportsAre(t, late, "a: local=fail@1")
+
+	if err := store.Add(held); err != nil {
+		t.Fatal(err)
+	}
+	e.scanner.namespaceAdded(held, false)
+	e.reportsAre(t, late, "a: local=fail@1 team=fail@1")
+}
+
 func TestScan_DeletedResourceLosesItsReportThroughGarbageCollection(t *testing.T) {
 	e := newEnv(t)
 	ns := createNamespace(t, e.c, "app", map[string]string{"scope": e.ns})
