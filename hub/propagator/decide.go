@@ -17,7 +17,7 @@ type input struct {
 	replicas  map[string]*CachedReplica
 	selection selection
 	groups    sdkv1beta1.ClusterGroupsMap
-	// selected are the clusters of groups; clustersOf(groups) when nil.
+	// selected are the clusters of groups; rollout.ClustersOf(groups) when nil.
 	selected sets.Set[string]
 	// enforcing are the clusters of placements whose binding overrides remediation to enforce.
 	enforcing sets.Set[string]
@@ -59,7 +59,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 
 	selected := in.selected
 	if selected == nil {
-		selected = clustersOf(in.groups)
+		selected = rollout.ClustersOf(in.groups)
 	}
 	// The root's record is for the rollout of the generation in its Rollout condition; any spec
 	// change since starts a new rollout from pass 1. Read into the planner's input directly: a
@@ -128,20 +128,4 @@ func reportOf(rep *CachedReplica) policyv1.ComplianceState {
 		return ""
 	}
 	return rep.compliance
-}
-
-// clustersOf is groups.GetClusters() built in one set: GetClusters unions group by group, copying
-// the clusters gathered so far at each step.
-func clustersOf(groups sdkv1beta1.ClusterGroupsMap) sets.Set[string] {
-	n := 0
-	for _, g := range groups {
-		n += g.Len()
-	}
-	out := make(sets.Set[string], n)
-	for _, g := range groups {
-		for name := range g {
-			out.Insert(name)
-		}
-	}
-	return out
 }

@@ -87,7 +87,7 @@ func settledRoot(b *testing.B, planner *rollout.Planner, n, groups int, strategy
 		CompactReplica(rep)
 		in.replicas[cluster] = NewCachedReplica(rep)
 	}
-	in.selected = clustersOf(in.groups) // as read() does, once per reconcile
+	in.selected = rollout.ClustersOf(in.groups) // as read() does, once per reconcile
 	// The status the hub would have written, pass after pass, until it no longer changes.
 	for pass := 0; ; pass++ {
 		if pass == 10 {

@@ -171,13 +171,13 @@ func (r *Reconciler) read(ctx context.Context, root *policyv1.Policy, replicas m
 	if in.groups, err = r.groups(ctx, in.selection.Placements, in.selection.Rules); err != nil {
 		return input{}, err
 	}
-	in.selected = clustersOf(in.groups)
+	in.selected = rollout.ClustersOf(in.groups)
 	if len(in.selection.Enforcing)+len(in.selection.EnforcingRules) > 0 {
 		enforcing, err := r.groups(ctx, in.selection.Enforcing, in.selection.EnforcingRules)
 		if err != nil {
 			return input{}, err
 		}
-		in.enforcing = enforcing.GetClusters()
+		in.enforcing = rollout.ClustersOf(enforcing)
 	}
 	return in, nil
 }

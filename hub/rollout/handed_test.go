@@ -19,29 +19,36 @@ import (
 	"regent.dev/regent/placement/decisions"
 )
 
-// Leaving out the finished groups and the ToApply statuses changes nothing sdk-go answers per
-// group: for random fleets in every state (finished groups, groups under way, untouched ones,
-// mandatory groups, soak, deadline, failure budget), the handler answers the same about the whole
-// fleet and about what is handed.
+// Leaving out the finished groups, the untouched groups sdk-go would not reach and the ToApply
+// statuses changes nothing sdk-go answers per group: for random fleets in every state (finished
+// groups, groups under way, untouched ones, mandatory groups, soak, deadline, failure budget, no
+// failure at all), the handler answers the same about the whole fleet and about what is handed.
 func TestHanded_PerGroupAnswersAsWithEveryStatus(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	NewPlanner(clocktesting.NewFakeClock(now)) // installs the handler's clock
 	states := []sdkv1alpha1.RolloutStatus{sdkv1alpha1.ToApply, sdkv1alpha1.Progressing, sdkv1alpha1.Succeeded,
 		sdkv1alpha1.Failed, sdkv1alpha1.TimeOut}
 	rng := rand.New(rand.NewPCG(1, 2))
-	left := 0
-	for run := range 500 {
+	left, unreached := 0, 0
+	for run := range 1000 {
 		groups := sdkv1beta1.ClusterGroupsMap{}
 		var statuses []sdkv1alpha1.ClusterRolloutStatus
-		for g := range 1 + rng.IntN(5) {
+		// Half the fleets have no failure: the untouched groups past the first are then not read.
+		healthy := states[:3]
+		if rng.IntN(2) == 0 {
+			healthy = states
+		}
+		untouched := map[sdkv1beta1.GroupKey]bool{}
+		for g := range 1 + rng.IntN(6) {
 			key := sdkv1beta1.GroupKey{GroupName: fmt.Sprintf("g%d", g), GroupIndex: int32(g)}
 			groups[key] = sets.New[string]()
 			// A group is finished, under way or untouched, as a rollout leaves them.
 			phase := rng.IntN(3)
+			untouched[key] = phase == 2
 			for c := range 1 + rng.IntN(6) {
 				name := fmt.Sprintf("c%d-%d", g, c)
 				groups[key].Insert(name)
-				status := states[rng.IntN(len(states))]
+				status := healthy[rng.IntN(len(healthy))]
 				switch {
 				case phase == 0:
 					status = sdkv1alpha1.Succeeded
@@ -88,6 +95,11 @@ func TestHanded_PerGroupAnswersAsWithEveryStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		left += groups.GetClusters().Len() - under.GetClusters().Len()
+		for key, clusters := range under {
+			if untouched[key] && clusters.Len() == 0 {
+				unreached++
+			}
+		}
 		all.ClustersRemoved, some.ClustersRemoved = nil, nil // not read by Plan
 		norm(&all)
 		norm(&some)
@@ -95,8 +107,8 @@ func TestHanded_PerGroupAnswersAsWithEveryStatus(t *testing.T) {
 			t.Fatalf("run %d: with every status %+v\nwith those handed %+v\nstatuses %+v\ngiven %+v\ngroups %v under %v", run, all, some, statuses, given, groups, under)
 		}
 	}
-	if left == 0 {
-		t.Fatal("no finished group was ever emptied: the runs test nothing")
+	if left == 0 || unreached == 0 {
+		t.Fatalf("groups emptied: %d clusters, %d untouched groups: the runs test nothing", left, unreached)
 	}
 }
 

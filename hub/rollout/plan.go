@@ -94,7 +94,7 @@ func (p *Planner) plan(in Input) (Decision, error) {
 		return c
 	}
 
-	selected := in.Groups.GetClusters()
+	selected := ClustersOf(in.Groups)
 	groupOf := in.Groups.ClusterToGroupKey()
 	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
 	for _, name := range sortedNames(selected) {
@@ -192,7 +192,7 @@ func (p *Planner) plan(in Input) (Decision, error) {
 // already, so a bad one is reported before anything is written.
 func (p *Planner) FirstPass(in Input) (Decision, error) {
 	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
-	selected := in.Groups.GetClusters()
+	selected := ClustersOf(in.Groups)
 	groupOf := in.Groups.ClusterToGroupKey()
 	out := Decision{Clusters: make(map[string]Cluster, selected.Len())}
 	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
@@ -308,5 +308,75 @@ func handed(strategy clusterv1alpha1.RolloutStrategy, groups sdkv1beta1.ClusterG
 			out = append(out, s)
 		}
 	}
+	if strategy.ProgressivePerGroup == nil || len(strategy.ProgressivePerGroup.MandatoryDecisionGroups.MandatoryDecisionGroups) == 0 {
+		emptyUnreached(under, out, canTimeOut(strategy, now))
+	}
 	return under, out
+}
+
+// deadlineMargin is how much later than the instant handed was asked about the handler may read
+// its clock: a Progressing cluster whose deadline falls within it is taken as timed out.
+const deadlineMargin = time.Minute
+
+// canTimeOut says whether the handler, asked about strategy at about now, may time a Progressing
+// cluster out: its progress deadline passed or is near, or cannot be read (the handler then
+// answers with an error, whatever it is handed).
+func canTimeOut(strategy clusterv1alpha1.RolloutStrategy, now time.Time) func(sdkv1alpha1.ClusterRolloutStatus) bool {
+	deadline := ""
+	if strategy.ProgressivePerGroup != nil {
+		deadline = strategy.ProgressivePerGroup.ProgressDeadline
+	}
+	if deadline == "" || deadline == "None" {
+		return func(sdkv1alpha1.ClusterRolloutStatus) bool { return false }
+	}
+	d, err := time.ParseDuration(deadline)
+	return func(s sdkv1alpha1.ClusterRolloutStatus) bool {
+		return err != nil || s.LastTransitionTime == nil || !now.Add(deadlineMargin).Before(s.LastTransitionTime.Add(d))
+	}
+}
+
+// emptyUnreached empties the untouched groups sdk-go would not reach. It goes through the groups
+// by index and stops at the first with a cluster to roll out; with no failure to count, that is at
+// the latest the first group holding a cluster without a status. A group of a higher index that
+// holds no cluster with a status is never read, and handed empty it is not searched either: in
+// the first turns of a 30-group rollout, 29 groups of 30. With a failure counted, sdk-go may go
+// on past a group with clusters to roll out (its TimeOut clusters count against the group
+// without being rolled out), so then every group stays; so it does when a Progressing cluster
+// may be timed out by the handler (timesOut).
+func emptyUnreached(groups sdkv1beta1.ClusterGroupsMap, statuses []sdkv1alpha1.ClusterRolloutStatus, timesOut func(sdkv1alpha1.ClusterRolloutStatus) bool) {
+	named := make(sets.Set[string], len(statuses))
+	for _, s := range statuses {
+		if s.Status == sdkv1alpha1.Failed || s.Status == sdkv1alpha1.TimeOut || s.Status == sdkv1alpha1.Progressing && timesOut(s) {
+			return
+		}
+		named.Insert(s.ClusterName)
+	}
+	first, found := int32(0), false
+	for key, clusters := range groups {
+		if found && key.GroupIndex >= first {
+			continue
+		}
+		for name := range clusters {
+			if !named.Has(name) {
+				first, found = key.GroupIndex, true
+				break
+			}
+		}
+	}
+	if !found {
+		return
+	}
+	untouched := func(clusters sets.Set[string]) bool {
+		for name := range clusters {
+			if named.Has(name) {
+				return false
+			}
+		}
+		return true
+	}
+	for key, clusters := range groups {
+		if key.GroupIndex > first && clusters.Len() > 0 && untouched(clusters) {
+			groups[key] = sets.Set[string]{}
+		}
+	}
 }
