@@ -86,7 +86,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 			clusters[name] = rollout.Cluster{}
 		}
 	}
-	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Clusters: clusters,
+	rin := rollout.Input{Mode: mode, Strategy: strategy, Groups: in.groups, Selected: selected, Clusters: clusters,
 		Root: root.Namespace + "/" + root.Name}
 	// Pass 1 of a progressive rollout: nothing recorded for this generation yet. A replica that
 	// already enforces this generation means turns were handed out and the record was lost; the

@@ -24,12 +24,23 @@ type Input struct {
 	// Groups are the decision groups of the root's placements, merged; their clusters are the
 	// selected clusters.
 	Groups sdkv1beta1.ClusterGroupsMap
+	// Selected are the clusters of Groups, when the caller has them already; built from Groups
+	// when nil.
+	Selected sets.Set[string]
 	// Clusters holds what is known of the selected clusters; a selected cluster missing here is
 	// new to the rollout.
 	Clusters map[string]Cluster
 	// Root names the root the decision is for. When set, Plan answers an input it answered before
 	// without asking the handler again, if that answer changed nothing (see settled); "" always asks.
 	Root string
+}
+
+// selected are the clusters of the input's groups.
+func (in Input) selected() sets.Set[string] {
+	if in.Selected != nil {
+		return in.Selected
+	}
+	return ClustersOf(in.Groups)
 }
 
 // Decision is the outcome for one root.
@@ -94,7 +105,7 @@ func (p *Planner) plan(in Input) (Decision, error) {
 		return c
 	}
 
-	selected := ClustersOf(in.Groups)
+	selected := in.selected()
 	groupOf := in.Groups.ClusterToGroupKey()
 	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
 	for _, name := range sortedNames(selected) {
@@ -192,7 +203,7 @@ func (p *Planner) plan(in Input) (Decision, error) {
 // already, so a bad one is reported before anything is written.
 func (p *Planner) FirstPass(in Input) (Decision, error) {
 	now := metav1.NewTime(p.clock.Now().Truncate(time.Second))
-	selected := ClustersOf(in.Groups)
+	selected := in.selected()
 	groupOf := in.Groups.ClusterToGroupKey()
 	out := Decision{Clusters: make(map[string]Cluster, selected.Len())}
 	existing := make([]sdkv1alpha1.ClusterRolloutStatus, 0, selected.Len())
