@@ -26,40 +26,34 @@ func Apply(ctx context.Context, limit, floor int64) {
 	}
 }
 
-// liveHeapHeadroom is how far above the live heap the adaptive limit stays once the live heap is
-// large: a process whose cache outgrew the floor collects when its heap grows by a quarter (as
-// GOGC=25), never continuously. A quarter is what keeps a large cache's peak low; below four
-// times its slack (minSlack), the heap grows by at least the slack instead, so that a cache on
-// its way up (a hub creating 150,000 replicas) is not collected four times as often as GOGC's
-// default would, for memory it will use anyway at the top.
-const liveHeapHeadroom = 1.25
+// liveHeapHeadroom is the room the adaptive limit leaves the heap to grow above the live heap,
+// as a share of it, once the live heap is large: a process whose cache outgrew the floor collects
+// when its heap grows by an eighth (as GOGC=12.5), never continuously. Below eight times
+// minSlack, the heap grows by minSlack instead, so that a cache on its way up (a hub creating
+// 150,000 replicas) is not collected at every few megabytes, for memory it will use anyway at
+// the top.
+const liveHeapHeadroom = 1.0 / 8
 
-// minSlack is the least the adaptive limit leaves above the live heap, as a share of the floor:
-// 32 MiB for the hub's 48 MiB floor. A small process's limit is still its floor; a large one's
-// still 1.25 × live, so neither peak changes.
-const minSlack = 2.0 / 3
+// minSlack is the least room the adaptive limit leaves above the live heap and the runtime's
+// overhead, as a share of the floor: 16 MiB for the hub's 48 MiB floor.
+const minSlack = 1.0 / 3
 
 // containerShare is the part of its container's memory limit a process lets its Go heap reach:
 // the rest is its binary's pages (~40 MiB of a Regent binary are file-backed and charged to the
 // container), stacks and the runtime's own.
 const containerShare = 0.85
 
-// adapt sets the runtime's soft memory limit to adaptiveLimit of the live heap, but never above
-// containerShare of the container's memory limit, and keeps it there, once a second, until ctx
-// ends; then it restores the previous limit. A fixed limit below what a large fleet keeps live
-// would make the collector run without pause; in a container, collecting harder near its limit
-// is better than being killed at it.
+// adapt sets the runtime's soft memory limit to adaptiveLimit of the live heap and the runtime's
+// overhead, but never above containerShare of the container's memory limit, and keeps it there,
+// once a second, until ctx ends; then it restores the previous limit. A fixed limit below what a
+// large fleet keeps live would make the collector run without pause; in a container, collecting
+// harder near its limit is better than being killed at it.
 func adapt(ctx context.Context, floor int64) {
 	previous := debug.SetMemoryLimit(-1)
-	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	ceiling := int64(float64(containerLimit()) * containerShare)
 	set := func() {
-		metrics.Read(samples)
-		var live uint64
-		if samples[0].Value.Kind() == metrics.KindUint64 {
-			live = samples[0].Value.Uint64()
-		}
-		debug.SetMemoryLimit(adaptiveLimit(live, floor, ceiling))
+		live, overhead := readHeap()
+		debug.SetMemoryLimit(adaptiveLimit(live, overhead, floor, ceiling))
 	}
 	set()
 	go func() {
@@ -77,11 +71,45 @@ func adapt(ctx context.Context, floor int64) {
 	}()
 }
 
-// adaptiveLimit is max(floor, live + max(live/4, minSlack × floor)), capped at ceiling when
-// ceiling is positive.
-func adaptiveLimit(live uint64, floor, ceiling int64) int64 {
-	slack := max(int64(float64(live)*(liveHeapHeadroom-1)), int64(float64(floor)*minSlack))
-	limit := max(floor, int64(live)+slack)
+// heapSamples are what readHeap reads: the live heap, and the memory the runtime counts against
+// its limit but that holds no heap object.
+var heapSamples = []string{
+	"/gc/heap/live:bytes",
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/objects:bytes",
+}
+
+// readHeap returns the live heap and the runtime's overhead: what it has mapped and not released
+// that is neither a heap object nor free heap (stacks, GC metadata, spans' unused bytes). The
+// runtime counts that overhead against the memory limit, so a limit that left it out would take
+// its room from the heap's: at 150,000 replicas the hub's ~35 MB of overhead took the whole
+// quarter of a 144 MB live heap, and the collector ran without pause (docs/benchmarks.md,
+// Session 16).
+func readHeap() (live, overhead uint64) {
+	samples := make([]metrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	var v [5]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	if used := v[2] + v[3] + v[4]; v[1] > used {
+		overhead = v[1] - used
+	}
+	return v[0], overhead
+}
+
+// adaptiveLimit is max(floor, live + overhead + max(live/8, minSlack × floor)), capped at
+// ceiling when ceiling is positive.
+func adaptiveLimit(live, overhead uint64, floor, ceiling int64) int64 {
+	room := max(int64(float64(live)*liveHeapHeadroom), int64(float64(floor)*minSlack))
+	limit := max(floor, int64(live)+int64(overhead)+room)
 	if ceiling > 0 {
 		limit = min(limit, ceiling)
 	}

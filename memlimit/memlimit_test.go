@@ -2,6 +2,7 @@ package memlimit
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -24,24 +25,55 @@ func TestAdapt_KeepsTheFloorThenRestores(t *testing.T) {
 	}
 }
 
-func TestAdaptiveLimit_FollowsTheLiveHeapUnderTheContainersShare(t *testing.T) {
+func TestAdaptiveLimit_FollowsTheLiveHeapAndOverheadUnderTheContainersShare(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		live                 uint64
+		live, overhead       uint64
 		floor, ceiling, want int64
 	}{
-		{live: 10 * mib, floor: 48 * mib, want: 48 * mib},                       // the floor
-		{live: 40 * mib, floor: 48 * mib, want: 72 * mib},                       // live + 32 MiB, two thirds of the floor
-		{live: 128 * mib, floor: 48 * mib, want: 160 * mib},                     // where a quarter of live is the slack
-		{live: 200 * mib, floor: 48 * mib, want: 250 * mib},                     // 1.25 × live
-		{live: 100 * mib, floor: 32 * mib, want: 125 * mib},                     // 1.25 × live over a smaller floor
-		{live: 100 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 132 * mib}, // under the container's share
-		{live: 200 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 217 * mib}, // capped by it
-		{live: 0, floor: 48 * mib, ceiling: 32 * mib, want: 32 * mib},           // a container smaller than the floor
+		{live: 10 * mib, overhead: 8 * mib, floor: 48 * mib, want: 48 * mib},                        // the floor
+		{live: 40 * mib, overhead: 10 * mib, floor: 48 * mib, want: 66 * mib},                       // live + overhead + 16 MiB, a third of the floor
+		{live: 128 * mib, overhead: 30 * mib, floor: 48 * mib, want: 174 * mib},                     // where an eighth of live is the room
+		{live: 144 * mib, overhead: 35 * mib, floor: 48 * mib, want: 197 * mib},                     // Session 16's hub: 18 MiB of room, not ~1
+		{live: 96 * mib, floor: 32 * mib, want: 108 * mib},                                          // an eighth over a smaller floor
+		{live: 100 * mib, overhead: 20 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 136 * mib}, // under the container's share
+		{live: 200 * mib, overhead: 40 * mib, floor: 48 * mib, ceiling: 217 * mib, want: 217 * mib}, // capped by it
+		{live: 0, floor: 48 * mib, ceiling: 32 * mib, want: 32 * mib},                               // a container smaller than the floor
 	} {
-		if got := adaptiveLimit(c.live, c.floor, c.ceiling); got != c.want {
-			t.Errorf("live %d MiB, floor %d MiB, ceiling %d MiB: limit %d MiB, want %d MiB",
-				c.live/mib, c.floor/mib, c.ceiling/mib, got/mib, c.want/mib)
+		if got := adaptiveLimit(c.live, c.overhead, c.floor, c.ceiling); got != c.want {
+			t.Errorf("live %d MiB, overhead %d MiB, floor %d MiB, ceiling %d MiB: limit %d MiB, want %d MiB",
+				c.live/mib, c.overhead/mib, c.floor/mib, c.ceiling/mib, got/mib, c.want/mib)
 		}
+	}
+}
+
+// The overhead readHeap finds is real memory the runtime holds outside the heap's objects: a
+// goroutine's grown stack shows in it.
+func TestReadHeap_CountsTheRuntimesOverhead(t *testing.T) {
+	runtime.GC() // the live heap is known from the first collection on
+	live, before := readHeap()
+	if live == 0 || before == 0 {
+		t.Fatalf("live %d, overhead %d: want both positive", live, before)
+	}
+	const stack = 16 << 20
+	grown, release := make(chan uint64), make(chan struct{})
+	go func() {
+		var deep func(n int) uint64
+		deep = func(n int) uint64 {
+			var pad [1024]byte
+			if n == 0 {
+				_, o := readHeap()
+				grown <- o
+				<-release
+				return uint64(pad[0])
+			}
+			return deep(n-1) + uint64(pad[n%len(pad)])
+		}
+		deep(stack / 1024)
+	}()
+	after := <-grown
+	close(release)
+	if after < before+stack/2 {
+		t.Errorf("overhead %d MiB with a %d MiB stack, %d MiB without: the stack is not counted", after>>20, stack>>20, before>>20)
 	}
 }
