@@ -43,9 +43,10 @@ type Options struct {
 	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the hub process (as
 	// GOMEMLIMIT): the hub's caches are small next to what its propagation bursts allocate and
 	// free, so a limit trades some GC CPU for a lower peak. Zero (and GOMEMLIMIT unset) means an
-	// adaptive limit: DefaultMemoryLimit, or the live heap plus a quarter of it (at least 32 MiB)
-	// when that is more, never above 85 % of the container's (cgroup) memory limit; negative
-	// means no limit. Applied by Run only.
+	// adaptive limit: DefaultMemoryLimit, or the live heap plus the runtime's own overhead
+	// (stacks, GC metadata) plus an eighth of the live heap (at least 16 MiB) when that is more,
+	// never above 85 % of the container's (cgroup) memory limit; negative means no limit. Applied
+	// by Run only.
 	MemoryLimit int64
 	// LeaderElection makes only one of several hub replicas active, through a Lease in
 	// LeaderElectionNamespace.

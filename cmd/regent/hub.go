@@ -93,7 +93,7 @@ func newHubCommand() *cobra.Command {
 	f.IntVar(&opts.ConcurrentRoots, "concurrent-roots", 0, "root policies reconciled at once; 0: --workers")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
-	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 48Mi and the live heap plus max(a quarter of it, 32Mi), at most 85% of the container's memory limit; negative: none")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 48Mi and the live heap plus the runtime's overhead plus max(an eighth of the live heap, 16Mi), at most 85% of the container's memory limit; negative: none")
 	f.StringVar(&maxReplicated, "max-replicated-bytes", "", "cap on one root policy's replicas in etcd, serialized replica × selected clusters (e.g. 256Mi); unset: 128Mi; negative: none")
 	f.BoolVar(&addonManager, "addon-manager", true, "register Regent as the OCM addon \"regent\" and deliver its agent to clusters that enable it")
 	f.StringVar(&addonImage, "addon-image", addon.DefaultImage, "image of the spoke addon delivered to managed clusters")

@@ -91,7 +91,7 @@ func newReportsAggregatorCommand() *cobra.Command {
 	f.StringVar(&probeAddr, "health-probe-bind-address", "", "healthz/readyz address; empty disables")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect one active aggregator per shard among replicas (Lease regent-reports-aggregator-<i>-of-<n>)")
 	f.StringVar(&leaseNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
-	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 32Mi and the live heap plus max(a quarter of it, 21Mi); negative: none")
+	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 32Mi and the live heap plus the runtime's overhead plus max(an eighth of the live heap, a third of 32Mi); negative: none")
 	limits.register(f, "", "the apiserver", reportsAggregatorQPS, reportsAggregatorBurst)
 	return cmd
 }
