@@ -106,21 +106,27 @@ func hasEdit(p *policyv1.Policy) bool {
 // its current generation, and every replica (carrying marker, when set) is enforced and was
 // evaluated at its generation. The root is read from a watch's events: a root on 3,000 clusters is
 // ~400 KB, and reading it from etcd several times a second took a quarter of the CPU of the
-// apiserver the bench was measuring (Session 17's profile).
-func awaitRolledOut(b *testing.B, ctx context.Context, c client.WithWatch, ns, name string, clusters int, marker string) {
+// apiserver the bench was measuring (Session 17's profile). It returns false if ctx ends first.
+func awaitRolledOut(b *testing.B, ctx context.Context, c client.WithWatch, ns, name string, clusters int, marker string) bool {
 	one := []client.ListOption{client.InNamespace(ns), client.MatchingFields{"metadata.name": name}}
 	for {
 		list := &policyv1.PolicyList{}
 		if err := c.List(ctx, list, one...); err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
 			b.Fatal(err)
 		}
 		if len(list.Items) == 1 && rolledOut(b, ctx, c, &list.Items[0], clusters, marker) {
-			return
+			return true
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		w, err := c.Watch(wctx, &policyv1.PolicyList{}, append(one, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})...)
 		if err != nil {
 			cancel()
+			if ctx.Err() != nil {
+				return false
+			}
 			b.Fatal(err)
 		}
 		done := false
@@ -136,7 +142,10 @@ func awaitRolledOut(b *testing.B, ctx context.Context, c client.WithWatch, ns, n
 		w.Stop()
 		cancel()
 		if done {
-			return
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
 		}
 	}
 }
@@ -151,6 +160,9 @@ func rolledOut(b *testing.B, ctx context.Context, c client.Client, root *policyv
 	}
 	list := &policyv1.PolicyList{}
 	if err := c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: root.Namespace + "." + root.Name}); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
 		b.Fatal(err)
 	}
 	if len(list.Items) != clusters {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"net/http"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -42,6 +43,14 @@ func TestHubProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv("REGENT_BENCH_HUB_WATCH_LOG"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		env.Config.Wrap(func(next http.RoundTripper) http.RoundTripper { return &watchLog{next: next, out: f} })
 	}
 	benchproc.WritePeakHeapProfiles(env.Context)
 	benchproc.CPUProfileWindows(env.Context)

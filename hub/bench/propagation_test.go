@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -96,6 +97,10 @@ func BenchmarkPropagation(b *testing.B) {
 		if run.rolloutSecs > 0 {
 			b.ReportMetric(run.rolloutSecs, "rollout-s")
 		}
+		if run.rolloutSecs < 0 {
+			b.ReportMetric(run.enforced/float64(want), "rollout-enforced-fraction")
+			b.ReportMetric(run.turnRate, "turn-enforce-updates/s")
+		}
 		if run.edited {
 			b.ReportMetric(run.editSecs, "edit-s")
 			b.ReportMetric(run.editRequests/float64(clusters), "edit-requests/changed-replica")
@@ -143,8 +148,12 @@ type hubRun struct {
 	rssAtLastReplica float64
 	// cpu is the hub's CPU seconds and reconciles its root reconciles, start to settled.
 	cpu, reconciles float64
-	// rolloutSecs: until every root's progressive rollout succeeded (0 for strategy All).
+	// rolloutSecs: until every root's progressive rollout succeeded (0 for strategy All, -1 when
+	// REGENT_BENCH_ROLLOUT_BUDGET ran out first).
 	rolloutSecs float64
+	// enforced is how many replicas the turns had enforced when the budget ran out, turnRate at
+	// how many a second over turnsSecs.
+	enforced, turnRate, turnsSecs float64
 	// edit*: one root edited on the settled fleet (REGENT_BENCH_EDIT=1).
 	edited                                              bool
 	editSecs, editRolloutSecs, editRequests, editWrites float64
@@ -266,8 +275,33 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	run.secs = time.Since(began).Seconds()
 	run.rssAtLastReplica = child.PeakRSS()
 	if progressive {
-		for i := 0; i < roots; i++ {
-			awaitRolledOut(b, ctx, c, ns, fmt.Sprintf("p%d", i), len(clusters), "")
+		// REGENT_BENCH_ROLLOUT_BUDGET=s bounds the wait for the rollouts to s seconds after the
+		// last replica appeared: a rollout on 150,000 replicas runs for hours on 2 cores, and the
+		// peers still measure against the replicas' creation.
+		rolloutCtx, stop := ctx, context.CancelFunc(func() {})
+		if budget := benchproc.EnvInt("REGENT_BENCH_ROLLOUT_BUDGET", 0); budget > 0 {
+			rolloutCtx, stop = context.WithTimeout(ctx, time.Duration(budget)*time.Second)
+		}
+		turnsBegan, enforcedBefore := time.Now(), enforceUpdates(child)
+		for i := 0; i < roots && run.rolloutSecs >= 0; i++ {
+			if !awaitRolledOut(b, rolloutCtx, c, ns, fmt.Sprintf("p%d", i), len(clusters), "") {
+				run.rolloutSecs = -1
+			}
+		}
+		stop()
+		if run.rolloutSecs < 0 {
+			// Out of budget: the enforce updates the turns sent, and at what rate.
+			run.enforced = enforceUpdates(child)
+			run.turnsSecs = time.Since(turnsBegan).Seconds()
+			run.turnRate = (run.enforced - enforcedBefore) / run.turnsSecs
+			b.Logf("rollout budget spent: %.0f of %d replicas enforced, %.1f enforce updates/s over %.0f s of turns",
+				run.enforced, len(clusters)*roots, run.turnRate, run.turnsSecs)
+			logRequests(b, "hub at the end of its budget", child)
+			logWatchCache(b, ctx, kubeconfig)
+			run.rss, run.cpu = child.PeakRSS(), child.CPUSeconds()
+			run.reconciles = child.Sum("controller_runtime_reconcile_total")
+			child.Stop()
+			return run
 		}
 		run.rolloutSecs = time.Since(began).Seconds()
 	}
@@ -354,6 +388,38 @@ func awaitQuiet(child *benchproc.Process, roots int) {
 		}
 		last = requests
 	}
+}
+
+// logWatchCache logs what the apiserver says of its Policy watch cache and the watchers it closed
+// for not keeping up: a hub watch closed that way, then resumed from a version the cache no
+// longer holds, is a relist.
+func logWatchCache(b *testing.B, ctx context.Context, kubeconfig string) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Logf("apiserver metrics: %v", err)
+		return
+	}
+	var lines []string
+	for _, line := range benchproc.Lines(string(raw), "apiserver_terminated_watchers_total", "apiserver_watch_cache_capacity", "apiserver_watch_cache_events_dispatched_total", "apiserver_watch_cache_initializations_total") {
+		if strings.Contains(line, `resource="policies"`) {
+			lines = append(lines, line)
+		}
+	}
+	b.Log("apiserver watch cache of policies:\n" + strings.Join(lines, "\n"))
+}
+
+// enforceUpdates is the hub's replica updates so far: after the first pass creates every replica
+// as inform, each is a group's turn enforcing a replica.
+func enforceUpdates(child *benchproc.Process) float64 {
+	return benchproc.Sum(child.Metrics(), `regent_propagator_apiserver_writes_total{resource="policies",verb="update"}`)
 }
 
 func logRequests(b *testing.B, who string, child *benchproc.Process) {
