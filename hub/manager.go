@@ -77,6 +77,15 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	governance := &governanceMetrics{registry: ctrlmetrics.Registry}
 	// Both read the informers' stores, known once the manager is.
 	unchangedPolicies, unchangedReplicas, unchangedReports := &unchangedObjects{}, &unchangedObjects{}, &unchangedObjects{}
+	// Each cache watches on a connection of its own, apart from the writes (watchConnection).
+	cacheConn, err := watchConnection(cfg)
+	if err != nil {
+		return nil, err
+	}
+	replicaConn, err := watchConnection(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress, FilterProvider: governance.filterProvider},
@@ -90,6 +99,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 		// Managed fields are half of a replica's size and the hub never reads them.
 		Cache: cache.Options{
+			HTTPClient:       cacheConn,
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				// Replicas are in their own cache (below), as CachedReplicas.
@@ -101,7 +111,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub manager: %w", err)
 	}
-	replicas, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	replicas, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: replicaConn,
 		ByObject: map[client.Object]cache.ByObject{
 			&policyv1.Policy{}: {Label: replicasOnly, Transform: unchangedReplicas.transform(cacheReplica)},
 		}})
