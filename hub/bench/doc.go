@@ -9,4 +9,7 @@
 // REGENT_BENCH_HEAP_PROFILE writes its heap at the end and REGENT_BENCH_PEAK_HEAP_PROFILE=<path> at
 // its highest live heap (to <path>.<pid>). With REGENT_BENCH_CPU_WINDOW=<path>, each SIGUSR1 to the
 // hub child starts or stops a CPU profile to <path>.<n>: a profile of one phase of a long run.
+// REGENT_BENCH_ROLLOUT_BUDGET=<s> bounds the wait for progressive rollouts to s seconds after the
+// last replica exists, and REGENT_BENCH_HUB_WATCH_LOG=<file> logs the hub child's Policy lists and
+// watches and how each watch stream ended.
 package bench

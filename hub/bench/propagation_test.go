@@ -298,6 +298,8 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 				run.enforced, len(clusters)*roots, run.turnRate, run.turnsSecs)
 			logRequests(b, "hub at the end of its budget", child)
 			logWatchCache(b, ctx, kubeconfig)
+			run.requests = child.Sum("rest_client_requests_total") - before
+			run.writes = child.Sum("regent_propagator_apiserver_writes_total")
 			run.rss, run.cpu = child.PeakRSS(), child.CPUSeconds()
 			run.reconciles = child.Sum("controller_runtime_reconcile_total")
 			child.Stop()
