@@ -169,6 +169,14 @@ type hubRun struct {
 	restartRSSAtSync float64
 }
 
+// count takes the hub's requests since before, its writes, peak RSS, CPU and reconciles so far.
+func (run *hubRun) count(child *benchproc.Process, before float64) {
+	run.requests = child.Sum("rest_client_requests_total") - before
+	run.writes = child.Sum("regent_propagator_apiserver_writes_total")
+	run.rss, run.cpu = child.PeakRSS(), child.CPUSeconds()
+	run.reconciles = child.Sum("controller_runtime_reconcile_total")
+}
+
 // setupFleet registers clusters (ManagedCluster + namespace) as fast as the apiserver allows.
 func setupFleet(b *testing.B, ctx context.Context, c client.Client, n int) []string {
 	names := make([]string, n)
@@ -298,10 +306,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 				run.enforced, len(clusters)*roots, run.turnRate, run.turnsSecs)
 			logRequests(b, "hub at the end of its budget", child)
 			logWatchCache(b, ctx, kubeconfig)
-			run.requests = child.Sum("rest_client_requests_total") - before
-			run.writes = child.Sum("regent_propagator_apiserver_writes_total")
-			run.rss, run.cpu = child.PeakRSS(), child.CPUSeconds()
-			run.reconciles = child.Sum("controller_runtime_reconcile_total")
+			run.count(child, before)
 			child.Stop()
 			return run
 		}
@@ -310,12 +315,8 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	// Let the hub finish whatever follows the creations, then count its requests.
 	time.Sleep(3 * time.Second)
 	awaitQuiet(child, roots)
-	run.requests = child.Sum("rest_client_requests_total") - before
-	run.writes = child.Sum("regent_propagator_apiserver_writes_total")
+	run.count(child, before)
 	logRequests(b, "hub", child)
-	run.rss = child.PeakRSS()
-	run.cpu = child.CPUSeconds()
-	run.reconciles = child.Sum("controller_runtime_reconcile_total")
 
 	if idle := benchproc.EnvInt("REGENT_BENCH_IDLE_SECONDS", 0); idle > 0 {
 		// By minute: a hub still working through its watch's backlog when the last replica
@@ -410,7 +411,7 @@ func logWatchCache(b *testing.B, ctx context.Context, kubeconfig string) {
 		return
 	}
 	var lines []string
-	for _, line := range benchproc.Lines(string(raw), "apiserver_terminated_watchers_total", "apiserver_watch_cache_capacity", "apiserver_watch_cache_events_dispatched_total", "apiserver_watch_cache_initializations_total") {
+	for _, line := range benchproc.Lines(string(raw), "apiserver_terminated_watchers_total", "apiserver_watch_cache_events_dispatched_total", "apiserver_watch_cache_initializations_total") {
 		if strings.Contains(line, `resource="policies"`) {
 			lines = append(lines, line)
 		}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,7 +57,7 @@ type watchedBody struct {
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.bytes += int64(n)
-	if n > 0 && strings.Contains(string(p[:n]), `"type":"ERROR"`) {
+	if n > 0 && bytes.Contains(p[:n], []byte(`"type":"ERROR"`)) {
 		b.errors++
 		b.log.printf("%d error event after %.1fs: %.300s", b.id, time.Since(b.began).Seconds(), p[:n])
 	}
