@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,45 +105,119 @@ func startHubProcess(b *testing.B, kubeconfig string) func() {
 
 // spokes plays every managed cluster: an enforced replica (of those replicas selects) not yet
 // evaluated at its generation is reported Compliant at once.
+//
+// Its watch never waits on the answers: a watcher that blocks is stopped by the apiserver (at
+// most 100 events buffered for a custom resource), and a relist of 150,000 replicas costs the
+// apiserver more than the turns it was meant to answer. Replicas waiting for an answer go to a
+// deduplicating queue, and a watch that ended is resumed from the last version it delivered;
+// only an expired version lists again, as client-go's reflector does.
 func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption) {
-	work := make(chan *policyv1.Policy, 1024)
+	s := &spokeSim{queue: workqueue.NewTyped[types.NamespacedName](), generation: map[types.NamespacedName]int64{}}
+	defer s.queue.ShutDown()
 	for w := 0; w < 16; w++ {
-		go func() {
-			for p := range work {
-				patch := fmt.Sprintf(`{"status":{"compliant":"Compliant","lastEvaluatedGeneration":%d}}`, p.Generation)
-				_ = c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch)))
-			}
-		}()
+		go s.answer(ctx, c)
 	}
-	defer close(work)
+	go s.report(ctx)
+	var version string
 	for ctx.Err() == nil {
-		// A watch the apiserver ended may have missed events: answer what the list shows first.
-		// The list goes in pages: one of 150,000 replicas in a single response can outlast the
-		// request timeout on a busy apiserver. A failure is retried: a spoke that gave up would
-		// leave the rollout waiting forever.
-		version, err := listEnforced(ctx, c, replicas, work)
-		if err != nil {
-			retryAfter(ctx, "list replicas", err)
-			continue
+		if version == "" {
+			// The list goes in pages: one of 150,000 replicas in a single response can outlast
+			// the request timeout on a busy apiserver. A failure is retried: a spoke that gave up
+			// would leave the rollout waiting forever.
+			v, err := s.listEnforced(ctx, c, replicas)
+			if err != nil {
+				retryAfter(ctx, "list replicas", err)
+				continue
+			}
+			version = v
 		}
 		w, err := c.Watch(ctx, &policyv1.PolicyList{}, replicas,
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true}})
 		if err != nil {
 			retryAfter(ctx, "watch replicas", err)
 			continue
 		}
+		s.watches.Add(1)
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*policyv1.Policy)
-			if ok && p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
-				work <- p
+			if !ok { // an error event: the version is gone (410) or the stream broke; list again
+				version = ""
+				break
 			}
+			version = p.ResourceVersion
+			if ev.Type != watch.Bookmark {
+				s.offer(p)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// spokeSim is the simulated spokes' state: the replicas waiting for an answer, and counts that
+// tell a slow apiserver from a slow hub.
+type spokeSim struct {
+	queue                   workqueue.TypedInterface[types.NamespacedName]
+	mu                      sync.Mutex
+	generation              map[types.NamespacedName]int64
+	patches, lists, watches atomic.Int64
+}
+
+func (s *spokeSim) offer(p *policyv1.Policy) {
+	if p.Spec.RemediationAction != policyv1.Enforce || p.Status.LastEvaluatedGeneration == p.Generation {
+		return
+	}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	s.mu.Lock()
+	s.generation[key] = max(s.generation[key], p.Generation)
+	s.mu.Unlock()
+	s.queue.Add(key)
+}
+
+func (s *spokeSim) answer(ctx context.Context, c client.Client) {
+	for {
+		key, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		s.mu.Lock()
+		generation := s.generation[key]
+		delete(s.generation, key)
+		s.mu.Unlock()
+		if generation == 0 { // answered already, in the turn that took this key's last offer
+			s.queue.Done(key)
+			continue
+		}
+		p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+		patch := fmt.Sprintf(`{"status":{"compliant":"Compliant","lastEvaluatedGeneration":%d}}`, generation)
+		// A failed answer is not retried: the replica's next event, or the next list, offers it
+		// again (a 404 means the hub removed it).
+		if err := c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err == nil {
+			s.patches.Add(1)
+		}
+		s.queue.Done(key)
+	}
+}
+
+// report prints the counts once a minute while they change.
+func (s *spokeSim) report(ctx context.Context) {
+	var last int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Minute):
+		}
+		if n := s.patches.Load(); n != last {
+			last = n
+			fmt.Fprintf(os.Stderr, "simulated spokes: %d answers, %d waiting, %d lists, %d watches\n",
+				n, s.queue.Len(), s.lists.Load(), s.watches.Load())
 		}
 	}
 }
 
-// listEnforced sends to work every enforced replica not yet evaluated at its generation, and
-// returns the resourceVersion of the list.
-func listEnforced(ctx context.Context, c client.Reader, replicas client.ListOption, work chan<- *policyv1.Policy) (string, error) {
+// listEnforced offers every replica the list shows and returns the list's resourceVersion.
+func (s *spokeSim) listEnforced(ctx context.Context, c client.Reader, replicas client.ListOption) (string, error) {
+	s.lists.Add(1)
 	var token string
 	for {
 		list := &policyv1.PolicyList{}
@@ -147,9 +225,7 @@ func listEnforced(ctx context.Context, c client.Reader, replicas client.ListOpti
 			return "", err
 		}
 		for i := range list.Items {
-			if p := &list.Items[i]; p.Spec.RemediationAction == policyv1.Enforce && p.Status.LastEvaluatedGeneration != p.Generation {
-				work <- p
-			}
+			s.offer(&list.Items[i])
 		}
 		if token = list.Continue; token == "" {
 			return list.ResourceVersion, nil
