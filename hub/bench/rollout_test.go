@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -189,10 +190,16 @@ func (s *spokeSim) answer(ctx context.Context, c client.Client) {
 		}
 		p := &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
 		patch := fmt.Sprintf(`{"status":{"compliant":"Compliant","lastEvaluatedGeneration":%d}}`, generation)
-		// A failed answer is not retried: the replica's next event, or the next list, offers it
-		// again (a 404 means the hub removed it).
-		if err := c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); err == nil {
+		// A failed answer is offered again a second later: a watch resumed from its version sends
+		// no event for it, and a rollout would wait on it forever. A 404 means the hub removed it.
+		switch err := c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch))); {
+		case err == nil:
 			s.patches.Add(1)
+		case !apierrors.IsNotFound(err) && ctx.Err() == nil:
+			s.mu.Lock()
+			s.generation[key] = max(s.generation[key], generation)
+			s.mu.Unlock()
+			time.AfterFunc(time.Second, func() { s.queue.Add(key) })
 		}
 		s.queue.Done(key)
 	}
