@@ -111,7 +111,7 @@ func startHubProcess(b *testing.B, kubeconfig string) func() {
 // most 100 events buffered for a custom resource), and a relist of 150,000 replicas costs the
 // apiserver more than the turns it was meant to answer. Replicas waiting for an answer go to a
 // deduplicating queue, and a watch that ended is resumed from the last version it delivered;
-// only an expired version lists again, as client-go's reflector does.
+// only an error event (an expired version, a broken stream) lists again, as client-go's reflector does.
 func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption) {
 	s := &spokeSim{queue: workqueue.NewTyped[types.NamespacedName](), generation: map[types.NamespacedName]int64{}}
 	defer s.queue.ShutDown()
