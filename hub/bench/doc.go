@@ -11,5 +11,6 @@
 // hub child starts or stops a CPU profile to <path>.<n>: a profile of one phase of a long run.
 // REGENT_BENCH_ROLLOUT_BUDGET=<s> bounds the wait for progressive rollouts to s seconds after the
 // last replica exists, and REGENT_BENCH_HUB_WATCH_LOG=<file> logs the hub child's Policy lists and
-// watches and how each watch stream ended.
+// watches and how each watch stream ended. REGENT_BENCH_PEERS=rollout (progressive) holds the hub
+// against a plain client that sends a whole rollout's writes beside the same simulated spokes.
 package bench

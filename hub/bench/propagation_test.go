@@ -55,6 +55,10 @@ var scheme = func() *runtime.Scheme {
 // settled and reports the seconds until every replica carries the edit (and, progressive, until
 // its rollout succeeded again) and the hub's requests per changed replica. REGENT_BENCH_BUSY=n
 // runs it on a loaded machine: n threads spinning from the fleet's setup to the end.
+// REGENT_BENCH_PEERS=ceiling runs only the unthrottled loop, 0 no peer, and rollout
+// (progressive) instead a plain client sending a whole rollout's writes beside the same simulated
+// spokes (rolloutLoop): the ceiling for the hub's pass 1 and rollout when turns share the
+// apiserver with the creates.
 func BenchmarkPropagation(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
 	clusters, roots := benchproc.EnvInt("REGENT_BENCH_CLUSTERS", 1000), benchproc.EnvInt("REGENT_BENCH_ROOTS", 10)
@@ -122,20 +126,34 @@ func BenchmarkPropagation(b *testing.B) {
 			b.ReportMetric(run.restartRSS/(1<<20), "restart-peak-rss-MiB")
 			b.ReportMetric(run.restartRSSAtSync/(1<<20), "restart-peak-rss-at-sync-MiB")
 		}
-		peers := os.Getenv("REGENT_BENCH_PEERS")
-		if peers == "0" {
-			continue
+		switch peers := os.Getenv("REGENT_BENCH_PEERS"); {
+		case peers == "0":
+		case peers == "rollout" && strategy == clusterv1alpha1.ProgressivePerGroup:
+			budget := time.Duration(benchproc.EnvInt("REGENT_BENCH_ROLLOUT_BUDGET", 0)) * time.Second
+			peer := rolloutLoop(b, ctx, h.Kubeconfig, names, roots, fmt.Sprintf("rollout%d", i), budget)
+			b.ReportMetric(peer.created, "rollout-ceiling-created-s")
+			b.ReportMetric(hubSecs/peer.created, "hub/rollout-ceiling-created")
+			b.ReportMetric(peer.turnRate, "rollout-ceiling-turn-enforce-updates/s")
+			if peer.rolledOut > 0 {
+				b.ReportMetric(peer.rolledOut, "rollout-ceiling-s")
+			}
+			if peer.rolledOut > 0 && run.rolloutSecs > 0 {
+				b.ReportMetric(run.rolloutSecs/peer.rolledOut, "hub/rollout-ceiling")
+			}
+		case peers == "rollout":
+			b.Fatal("REGENT_BENCH_PEERS=rollout needs REGENT_BENCH_STRATEGY=ProgressivePerGroup")
+		default:
+			if peers != "ceiling" {
+				limited := rest.CopyConfig(h.Config)
+				limited.QPS, limited.Burst = float32(qps), burst
+				peer := createLoop(b, ctx, limited, names, roots, fmt.Sprintf("peer%d", i), 16)
+				b.ReportMetric(peer, "client-loop-s")
+				b.ReportMetric(hubSecs/peer, "hub/client-loop")
+			}
+			ceiling := createLoop(b, ctx, admin, names, roots, fmt.Sprintf("ceiling%d", i), 16)
+			b.ReportMetric(ceiling, "unthrottled-s")
+			b.ReportMetric(hubSecs/ceiling, "hub/unthrottled")
 		}
-		if peers != "ceiling" {
-			limited := rest.CopyConfig(h.Config)
-			limited.QPS, limited.Burst = float32(qps), burst
-			peer := createLoop(b, ctx, limited, names, roots, fmt.Sprintf("peer%d", i), 16)
-			b.ReportMetric(peer, "client-loop-s")
-			b.ReportMetric(hubSecs/peer, "hub/client-loop")
-		}
-		ceiling := createLoop(b, ctx, admin, names, roots, fmt.Sprintf("ceiling%d", i), 16)
-		b.ReportMetric(ceiling, "unthrottled-s")
-		b.ReportMetric(hubSecs/ceiling, "hub/unthrottled")
 	}
 }
 

@@ -107,11 +107,8 @@ func startHubProcess(b *testing.B, kubeconfig string) func() {
 // spokes plays every managed cluster: an enforced replica (of those replicas selects) not yet
 // evaluated at its generation is reported Compliant at once.
 //
-// Its watch never waits on the answers: a watcher that blocks is stopped by the apiserver (at
-// most 100 events buffered for a custom resource), and a relist of 150,000 replicas costs the
-// apiserver more than the turns it was meant to answer. Replicas waiting for an answer go to a
-// deduplicating queue, and a watch that ended is resumed from the last version it delivered;
-// only an error event (an expired version, a broken stream) lists again, as client-go's reflector does.
+// Its watch never waits on the answers (see follow): replicas waiting for an answer go to a
+// deduplicating queue that 16 writers drain.
 func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption) {
 	s := &spokeSim{queue: workqueue.NewTyped[types.NamespacedName](), generation: map[types.NamespacedName]int64{}}
 	defer s.queue.ShutDown()
@@ -119,13 +116,26 @@ func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption)
 		go s.answer(ctx, c)
 	}
 	go s.report(ctx)
+	follow(ctx, c, replicas, s.offer, &s.lists, &s.watches)
+}
+
+// follow hands seen every replica that replicas selects, from a paged list and then from a watch,
+// until ctx ends; lists and watches count what it started.
+//
+// seen must not block: a watcher that does is stopped by the apiserver (at most 100 events
+// buffered for a custom resource), and a relist of 150,000 replicas costs the apiserver more than
+// the turns it was meant to answer. A watch that ended is resumed from the last version it
+// delivered; only an error event (an expired version, a broken stream) lists again, as client-go's
+// reflector does.
+func follow(ctx context.Context, c client.WithWatch, replicas client.ListOption, seen func(*policyv1.Policy), lists, watches *atomic.Int64) {
 	var version string
 	for ctx.Err() == nil {
 		if version == "" {
 			// The list goes in pages: one of 150,000 replicas in a single response can outlast
-			// the request timeout on a busy apiserver. A failure is retried: a spoke that gave up
-			// would leave the rollout waiting forever.
-			v, err := s.listEnforced(ctx, c, replicas)
+			// the request timeout on a busy apiserver. A failure is retried: a follower that gave
+			// up would leave a rollout waiting forever.
+			lists.Add(1)
+			v, err := listPaged(ctx, c, replicas, seen)
 			if err != nil {
 				retryAfter(ctx, "list replicas", err)
 				continue
@@ -138,7 +148,7 @@ func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption)
 			retryAfter(ctx, "watch replicas", err)
 			continue
 		}
-		s.watches.Add(1)
+		watches.Add(1)
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*policyv1.Policy)
 			if !ok { // an error event: the version is gone (410) or the stream broke; list again
@@ -147,7 +157,7 @@ func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption)
 			}
 			version = p.ResourceVersion
 			if ev.Type != watch.Bookmark {
-				s.offer(p)
+				seen(p)
 			}
 		}
 		w.Stop()
@@ -222,9 +232,8 @@ func (s *spokeSim) report(ctx context.Context) {
 	}
 }
 
-// listEnforced offers every replica the list shows and returns the list's resourceVersion.
-func (s *spokeSim) listEnforced(ctx context.Context, c client.Reader, replicas client.ListOption) (string, error) {
-	s.lists.Add(1)
+// listPaged hands seen every replica the list shows and returns the list's resourceVersion.
+func listPaged(ctx context.Context, c client.Reader, replicas client.ListOption, seen func(*policyv1.Policy)) (string, error) {
 	var token string
 	for {
 		list := &policyv1.PolicyList{}
@@ -232,7 +241,7 @@ func (s *spokeSim) listEnforced(ctx context.Context, c client.Reader, replicas c
 			return "", err
 		}
 		for i := range list.Items {
-			s.offer(&list.Items[i])
+			seen(&list.Items[i])
 		}
 		if token = list.Continue; token == "" {
 			return list.ResourceVersion, nil
@@ -244,7 +253,7 @@ func retryAfter(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "simulated spokes: %s: %v; again in 1s\n", what, err)
+	fmt.Fprintf(os.Stderr, "bench: %s: %v; again in 1s\n", what, err)
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Second):
