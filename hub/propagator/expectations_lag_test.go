@@ -72,7 +72,7 @@ func TestExpectations_WaitForALaggingCacheButNotForOneThatPassedTheWrite(t *test
 	moveCache("warm-up")
 
 	// A reconcile reads the cache, then creates the replica it did not show.
-	read := x.Mark()
+	read := x.MarkReading("a")
 	a := policy("a")
 	e.create(a)
 	keyA := client.ObjectKeyFromObject(a)
@@ -111,7 +111,7 @@ func TestExpectations_WaitForALaggingCacheButNotForOneThatPassedTheWrite(t *test
 	// The read is marked before the write, as a reconcile marks it before it reads the cache: a
 	// mark taken after the create could already be past the write, and the absence read with it
 	// would then be an object that went.
-	stale := x.Mark()
+	stale := x.MarkReading("f")
 	f := policy("f")
 	e.create(f)
 	keyF := client.ObjectKeyFromObject(f)

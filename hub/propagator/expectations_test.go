@@ -151,3 +151,93 @@ func TestExpectations_InOrderWatchEventsDoNotLookLikeARelist(t *testing.T) {
 		t.Fatal("an object handed over again (a resync) is not in version order")
 	}
 }
+
+func replicaAt(key types.NamespacedName, rv string) *policyv1.Policy {
+	return &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}
+}
+
+// A propagation of 150,000 replicas held an expectation for most of them until each root's next
+// reconcile; the informer handing over the write (or a later version) now releases it.
+func TestExpectations_TheWritesOwnEventReleasesIt(t *testing.T) {
+	var x expectations
+	key := types.NamespacedName{Namespace: "c1", Name: "ns.p"}
+	other := types.NamespacedName{Namespace: "c2", Name: "ns.p"}
+	x.observed(policyAt("5"))
+	x.wrote(key, "", "10")
+	x.wrote(other, "", "11")
+	x.observed(replicaAt(other, "9")) // an older version of another replica: nothing to release
+	x.observed(replicaAt(key, "10"))
+	if _, held := x.m[key]; held {
+		t.Fatal("the write's own event left its expectation held")
+	}
+	if _, held := x.m[other]; !held {
+		t.Fatal("another replica's expectation went with it")
+	}
+	x.observed(replicaAt(other, "12")) // someone else's write after the hub's
+	if x.m != nil {
+		t.Fatalf("the map outlived its last expectation: %v", x.m)
+	}
+
+	// An event of a version the write moved the replica from does not release it.
+	x.wrote(key, "12", "13")
+	x.observed(replicaAt(key, "12"))
+	if _, held := x.m[key]; !held {
+		t.Fatal("released by an event of the version the write replaced")
+	}
+	x.forget(key)
+
+	// A create answered "already exists" has no version of its own; the object's showing up
+	// in the cache at any version releases it, as the next comparison would.
+	x.wrote(key, "", "")
+	x.observed(toolscache.DeletedFinalStateUnknown{Key: "c1/ns.p", Obj: replicaAt(key, "20")})
+	if _, held := x.m[key]; !held {
+		t.Fatal("released by a tombstone")
+	}
+	x.observed(replicaAt(key, "20"))
+	if _, held := x.m[key]; held {
+		t.Fatal("the replica a refused create found is in the cache, yet its expectation is held")
+	}
+}
+
+// A reconcile that read the cache before the write's event came holds the older object: releasing
+// the expectation under it would make it send the write again.
+func TestExpectations_AReconcileBetweenReadAndComparisonKeepsItsExpectations(t *testing.T) {
+	var x expectations
+	key := types.NamespacedName{Namespace: "c1", Name: "ns.p"}
+	x.observed(policyAt("5"))
+	x.wrote(key, "", "10")
+	read := x.markReading(key.Name) // ... and the cache it read has no replica yet
+	x.observed(replicaAt(key, "10"))
+	if !x.pending(key, "", read) {
+		t.Fatal("a reconcile that read the cache before the write's event was told to write it again")
+	}
+	x.doneReading(read)
+	x.doneReading(read) // the deferred call after writeReplicas' own
+	if x.reading[key.Name] {
+		t.Fatal("the hold outlived doneReading")
+	}
+	x.observed(replicaAt(key, "10")) // e.g. a resync, or the next reconcile's comparison
+	if _, held := x.m[key]; held {
+		t.Fatal("held after the reconcile compared")
+	}
+}
+
+// The create's answer can come after its watch event: a write the cache already shows is not
+// recorded, unless a relist makes the cache's progress untrustworthy.
+func TestExpectations_AWriteTheCacheAlreadyShowsIsNotHeld(t *testing.T) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	x := expectations{clock: clock}
+	key := types.NamespacedName{Namespace: "c1", Name: "ns.p"}
+	x.observed(policyAt("5"))
+	x.wrote(key, "", "10")
+	x.observed(policyAt("20")) // past the write: the store took key at 10 on the way
+	x.wrote(key, "10", "15")
+	if x.m != nil {
+		t.Fatalf("a write the cache shows was held: %v", x.m)
+	}
+	x.observed(policyAt("7")) // a relist, out of version order
+	x.wrote(key, "15", "16")
+	if !x.pending(key, "15", x.mark()) {
+		t.Fatal("during a relist, a write was taken as seen by the cache's highest version")
+	}
+}

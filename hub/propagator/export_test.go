@@ -30,6 +30,10 @@ func (e *Expectations) Wrote(key types.NamespacedName, before, after string) {
 // Mark is taken before a read of the cache; Pending compares what that read showed.
 func (e *Expectations) Mark() any { return e.x.mark() }
 
+// MarkReading is Mark for a reconcile of the root whose replicas are named replica: until its
+// comparison, the informer's events leave their expectations to it.
+func (e *Expectations) MarkReading(replica string) any { return e.x.markReading(replica) }
+
 func (e *Expectations) Pending(key types.NamespacedName, cachedRV string, mark any) bool {
 	return e.x.pending(key, cachedRV, mark.(cacheMark))
 }

@@ -98,7 +98,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.known.Store(req.NamespacedName, struct{}{})
-	read := r.expect.mark()
+	read := r.expect.markReading(ReplicaName(root))
+	defer r.expect.doneReading(read)
 	replicas, err := r.replicasOf(ctx, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err

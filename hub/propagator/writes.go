@@ -40,6 +40,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 			ready = append(ready, cluster)
 		}
 	}
+	r.expect.doneReading(read)
 	waiting := len(clusters) - len(ready)
 	clusters = ready
 	failed := map[string]error{}
