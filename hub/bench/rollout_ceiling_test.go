@@ -82,8 +82,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	turnsBegan := time.Now()
 	var updates atomic.Int64
 	var wg sync.WaitGroup
-	complete := true
-	var mu sync.Mutex
+	var outOfBudget atomic.Bool
 	for r := range names {
 		wg.Add(1)
 		go func() {
@@ -91,9 +90,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 			for g := 1; g < t.groups; g++ {
 				select {
 				case <-turnsCtx.Done():
-					mu.Lock()
-					complete = false
-					mu.Unlock()
+					outOfBudget.Store(true)
 					return
 				case <-t.answered[r][g-1]:
 				}
@@ -119,9 +116,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 			}
 			select {
 			case <-turnsCtx.Done():
-				mu.Lock()
-				complete = false
-				mu.Unlock()
+				outOfBudget.Store(true)
 			case <-t.answered[r][t.groups-1]:
 			}
 		}()
@@ -129,7 +124,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	wg.Wait()
 	out.turnRate = float64(updates.Load()) / time.Since(turnsBegan).Seconds()
 	out.rolledOut = time.Since(began).Seconds()
-	if !complete {
+	if outOfBudget.Load() {
 		out.rolledOut = -1
 	}
 	return out
