@@ -138,6 +138,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		Workers:   opts.Workers,
 		// Negative (no cap) stays negative: the reconciler caps only when positive.
 		MaxReplicatedBytes: opts.MaxReplicatedBytes,
+		StatusInterval:     opts.RootStatusInterval,
 	}
 	if err := r.SetupWithManager(context.Background(), mgr, opts.ConcurrentRoots); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)

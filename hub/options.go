@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"time"
+
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
@@ -38,6 +40,11 @@ type Options struct {
 	// replica times the clusters it selects); a root over it is not propagated and says so in its
 	// Propagated condition. DefaultMaxReplicatedBytes when zero; negative means no cap.
 	MaxReplicatedBytes int64
+	// RootStatusInterval is how long a rollout in progress may hold its clusters' answers (their
+	// compliance, a success) back from its root policy's status, so that a turn's answers make one
+	// status write rather than one each; a turn, a failure and the rollout's end are written at
+	// once. propagator.DefaultStatusInterval when zero; negative writes every change at once.
+	RootStatusInterval time.Duration
 	// Clock is the rollout clock (soak time, deadlines); the real clock when nil.
 	Clock clock.Clock
 	// MemoryLimit, when positive, is the Go runtime's soft memory limit for the hub process (as

@@ -25,6 +25,10 @@ var (
 		Name: "regent_propagator_apiserver_writes_total",
 		Help: "Writes the propagator sent to the apiserver, by verb and resource.",
 	}, []string{"verb", "resource"})
+	statusHeld = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "regent_propagator_root_status_held_total",
+		Help: "Root policy status changes held back because they were only clusters' answers to a rollout in progress; they are written with the next turn or within --root-status-interval.",
+	})
 	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_policy_cache_relists_total",
 		Help: "Times the hub's Policy cache began taking objects out of version order (its first list, a relist after its watch ended, a resync); replica writes it passed wait until it settles.",
@@ -32,7 +36,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, cacheRelists)
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, cacheRelists)
 }
 
 var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,

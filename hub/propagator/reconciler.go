@@ -55,6 +55,9 @@ type Reconciler struct {
 	// MaxReplicatedBytes caps what one root's replicas take in etcd (serialized replica ×
 	// selected clusters); zero or negative means no cap.
 	MaxReplicatedBytes int64
+	// StatusInterval is how long a rollout in progress may hold clusters' answers back from its
+	// root's status (root_status_pace.go): DefaultStatusInterval when zero, never when negative.
+	StatusInterval time.Duration
 
 	expect  expectations
 	retries writeRetries
@@ -62,6 +65,8 @@ type Reconciler struct {
 	decisions decisions.Memo
 	// statusWrites gate reconciles on a root whose cached copy predates the hub's last status patch.
 	statusWrites rootVersions
+	// pace holds answers back from a progressing root's status between writes.
+	pace statusPace
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
@@ -84,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The root is gone: so are its replicas.
 		r.retries.forget(req.NamespacedName)
 		r.statusWrites.forget(req.NamespacedName)
+		r.pace.forget(req.NamespacedName)
 		r.Planner.Forget(req.Namespace + "/" + req.Name)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
@@ -128,7 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// root and wait for an edit rather than retrying.
 		return ctrl.Result{}, r.reportProblem(ctx, root, "InvalidRolloutStrategy", err)
 	}
-	if err := r.writeRootStatus(ctx, root, plan); err != nil {
+	held, err := r.writeRootStatus(ctx, root, plan)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
@@ -145,7 +152,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		retry = writeRetryMin
 	}
 	retry = r.expect.recheck(out.waiting, retry)
-	return ctrl.Result{RequeueAfter: requeueAfter(plan.decision.RecheckAfter, retry)}, nil
+	after := requeueAfter(plan.decision.RecheckAfter, retry)
+	if held > 0 && (after == 0 || held < after) {
+		after = held
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // read gathers, from the cache, everything decide needs.
@@ -201,18 +212,49 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 // computed from the cache, and a reconcile whose cached root predates the hub's own last patch does
 // not run (statusWrites); nothing else writes a root's status, and spec edits do not touch it. A
 // decision computed just before a user's edit is one the hub could as well have taken just before
-// it; the edit's own event recomputes the status.
-func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) error {
+// it; the edit's own event recomputes the status. A change that is only clusters' answers to a
+// rollout in progress may be held back (root_status_pace.go): held is when to write it.
+func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) (held time.Duration, err error) {
 	status := rootStatusFor(root, p)
 	if equality.Semantic.DeepEqual(&root.Status, status) {
-		return nil
+		return 0, nil
+	}
+	key, now := client.ObjectKeyFromObject(root), time.Now()
+	if every := r.statusInterval(); every > 0 && answersOnly(&root.Status, status, soaks(root)) {
+		if held = r.pace.wait(key, every, now); held > 0 {
+			statusHeld.Inc()
+			return held, nil
+		}
 	}
 	before := root.Status.DeepCopy()
 	if err := r.patchRootStatus(ctx, root, status); err != nil {
-		return err
+		return 0, err
 	}
+	r.pace.wrote(key, now)
 	r.announce(root, before, p)
-	return nil
+	return 0, nil
+}
+
+func (r *Reconciler) statusInterval() time.Duration {
+	if r.StatusInterval == 0 {
+		return DefaultStatusInterval
+	}
+	return r.StatusInterval
+}
+
+// soaks says whether the root's rollout waits a minimum success time, which counts from the
+// success its status records.
+func soaks(root *policyv1.Policy) bool {
+	s, mode := strategyOf(root)
+	switch {
+	case mode != rollout.Progressive:
+		return false
+	case s.Progressive != nil:
+		return s.Progressive.MinSuccessTime.Duration > 0
+	case s.ProgressivePerGroup != nil:
+		return s.ProgressivePerGroup.MinSuccessTime.Duration > 0
+	}
+	return false
 }
 
 // rootStatusFor is the root's status as the plan has it.

@@ -1,0 +1,113 @@
+package propagator
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	policyv1 "regent.dev/regent/api/policy/v1"
+)
+
+func TestAnswersOnly_HoldsAnswersBackButNeverATurnAFailureOrTheEnd(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	// A rollout of 10 clusters: 0–4 Progressing (their turn), 5–9 ToApply.
+	base := func() *policyv1.PolicyStatus {
+		s := &policyv1.PolicyStatus{RolloutStatus: policyv1.RolloutProgressing, Conditions: []metav1.Condition{
+			{Type: rolloutCondition, Status: metav1.ConditionFalse, Reason: "Progressing", Message: "0 of 10 clusters succeeded", LastTransitionTime: metav1.NewTime(t0)},
+			{Type: propagatedCondition, Status: metav1.ConditionTrue, Reason: "Propagated", Message: "replicated to 10 clusters", LastTransitionTime: metav1.NewTime(t0)},
+		}, Status: lines(10, policyv1.RolloutToApply, t0)}
+		for i := range 5 {
+			s.Status[i].RolloutStatus = policyv1.RolloutProgressing
+		}
+		return s
+	}
+	line := func(s *policyv1.PolicyStatus, i int, status policyv1.RolloutStatus, c policyv1.ComplianceState) *policyv1.PolicyStatus {
+		s.Status[i].RolloutStatus, s.Status[i].ComplianceState = status, c
+		if status != base().Status[i].RolloutStatus {
+			s.Status[i].LastTransitionTime = &metav1.Time{Time: t1}
+		}
+		return s
+	}
+	succeeded := func(s *policyv1.PolicyStatus, n int) *policyv1.PolicyStatus {
+		for i := range n {
+			line(s, i, policyv1.RolloutSucceeded, policyv1.Compliant)
+		}
+		s.Conditions[0].Message = "n of 10 clusters succeeded"
+		return s
+	}
+	cases := []struct {
+		name   string
+		after  *policyv1.PolicyStatus
+		soak   bool
+		answer bool
+	}{
+		{"clusters in their turn succeed", succeeded(base(), 3), false, true},
+		{"an inform cluster reports its compliance", line(base(), 7, policyv1.RolloutToApply, policyv1.Compliant), false, true},
+		{"a count of violations arrives", func() *policyv1.PolicyStatus {
+			s := base()
+			s.Status[2].Violations = new(int64)
+			return s
+		}(), false, true},
+		{"a success while a soak time counts from it", succeeded(base(), 3), true, false},
+		{"the next clusters get their turn", line(succeeded(base(), 5), 5, policyv1.RolloutProgressing, ""), false, false},
+		{"a cluster fails", line(base(), 1, policyv1.RolloutFailed, policyv1.NonCompliant), false, false},
+		{"a cluster times out", line(base(), 1, policyv1.RolloutTimeOut, ""), false, false},
+		{"the root's compliance changes", func() *policyv1.PolicyStatus {
+			s := line(base(), 7, policyv1.RolloutToApply, policyv1.NonCompliant)
+			s.ComplianceState = policyv1.NonCompliant
+			return s
+		}(), false, false},
+		{"the rollout ends", func() *policyv1.PolicyStatus {
+			s := succeeded(base(), 5)
+			s.Conditions[0].Reason, s.Conditions[0].Status = "Succeeded", metav1.ConditionTrue
+			return s
+		}(), false, false},
+		{"another condition changes", func() *policyv1.PolicyStatus {
+			s := succeeded(base(), 1)
+			s.Conditions[1].Message = "replicated to 9 clusters"
+			return s
+		}(), false, false},
+		{"a cluster leaves", func() *policyv1.PolicyStatus {
+			s := base()
+			s.Status = s.Status[:9]
+			return s
+		}(), false, false},
+	}
+	for _, c := range cases {
+		if got := answersOnly(base(), c.after, c.soak); got != c.answer {
+			t.Errorf("%s: answersOnly = %v, want %v", c.name, got, c.answer)
+		}
+	}
+
+	done := base()
+	done.Conditions[0].Reason = "Succeeded"
+	if answersOnly(done, line(done, 7, policyv1.RolloutToApply, policyv1.Compliant), false) {
+		t.Errorf("a rollout that is not in progress holds nothing back")
+	}
+}
+
+func TestStatusPace_HoldsARootOnlyWithinTheIntervalOfItsLastWrite(t *testing.T) {
+	var p statusPace
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	if w := p.wait(a, 5*time.Second, t0); w != 0 {
+		t.Errorf("a root not written since the start waits %v, want 0", w)
+	}
+	p.wrote(a, t0)
+	if w := p.wait(a, 5*time.Second, t0.Add(2*time.Second)); w != 3*time.Second {
+		t.Errorf("2 s after its write: waits %v, want 3s", w)
+	}
+	if w := p.wait(b, 5*time.Second, t0.Add(2*time.Second)); w != 0 {
+		t.Errorf("another root waits %v, want 0", w)
+	}
+	if w := p.wait(a, 5*time.Second, t0.Add(6*time.Second)); w != 0 {
+		t.Errorf("past the interval: waits %v, want 0", w)
+	}
+	p.forget(a)
+	if w := p.wait(a, 5*time.Second, t0.Add(time.Second)); w != 0 {
+		t.Errorf("a forgotten root waits %v, want 0", w)
+	}
+}
