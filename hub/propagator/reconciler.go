@@ -216,12 +216,13 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 // rollout in progress may be held back (root_status_pace.go): held is when to write it.
 func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) (held time.Duration, err error) {
 	status := rootStatusFor(root, p)
+	key := client.ObjectKeyFromObject(root)
 	if equality.Semantic.DeepEqual(&root.Status, status) {
+		r.pace.forget(key)
 		return 0, nil
 	}
-	key, now := client.ObjectKeyFromObject(root), time.Now()
 	if every := r.statusInterval(); every > 0 && answersOnly(&root.Status, status, soaks(root)) {
-		if held = r.pace.wait(key, every, now); held > 0 {
+		if held = r.pace.wait(key, every, time.Now()); held > 0 {
 			statusHeld.Inc()
 			return held, nil
 		}
@@ -230,7 +231,7 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	if err := r.patchRootStatus(ctx, root, status); err != nil {
 		return 0, err
 	}
-	r.pace.wrote(key, now)
+	r.pace.forget(key)
 	r.announce(root, before, p)
 	return 0, nil
 }

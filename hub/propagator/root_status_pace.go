@@ -18,43 +18,41 @@ const DefaultStatusInterval = 5 * time.Second
 // and a root of 3,000 clusters costs the apiserver ~300 ms of CPU per status write however few
 // lines change (docs/benchmarks.md, Session 21): a turn of 100 clusters answering one by one
 // would be as many writes. So the answers alone (a line's compliance, a cluster that succeeded)
-// are written at most once per interval, together with whatever else came in meanwhile. What
+// wait up to an interval from the first of them, and go with the turn they complete or with
+// whatever else came in meanwhile. What
 // the rollout must record before it acts (a cluster's turn, a failure, a time-out, the rollout's
 // end) and what users act on (the root's compliance, placement, every condition but the progress
 // count) is written at once: pacing never holds back a turn, and a line held back is recomputed
 // from its replica after a restart, as any answer is.
 
-// statusPace remembers when each root's status was last written.
+// statusPace remembers since when each root has held answers back from its status.
 type statusPace struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
+	mu    sync.Mutex
+	since map[types.NamespacedName]time.Time
 }
 
-// wait is how long a root's answers-only status change must still be held, zero when it may be
-// written now. A root not written since the hub started is written at once.
+// wait is how long a root's answers-only status change must still be held, zero when it is due.
+// The first answer held starts the interval: the answers of a group that come together then
+// wait for each other, and for the turn they complete.
 func (s *statusPace) wait(root types.NamespacedName, every time.Duration, now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	last, ok := s.last[root]
+	since, ok := s.since[root]
 	if !ok {
-		return 0
+		if s.since == nil {
+			s.since = map[types.NamespacedName]time.Time{}
+		}
+		s.since[root] = now
+		return every
 	}
-	return max(last.Add(every).Sub(now), 0)
+	return max(since.Add(every).Sub(now), 0)
 }
 
-func (s *statusPace) wrote(root types.NamespacedName, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.last == nil {
-		s.last = map[types.NamespacedName]time.Time{}
-	}
-	s.last[root] = now
-}
-
+// forget says the root's status was written (or the root is gone): nothing is held any more.
 func (s *statusPace) forget(root types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.last, root)
+	delete(s.since, root)
 }
 
 // answersOnly says whether after differs from before only by clusters' answers during a rollout

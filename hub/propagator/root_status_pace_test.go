@@ -89,25 +89,24 @@ func TestAnswersOnly_HoldsAnswersBackButNeverATurnAFailureOrTheEnd(t *testing.T)
 	}
 }
 
-func TestStatusPace_HoldsARootOnlyWithinTheIntervalOfItsLastWrite(t *testing.T) {
+func TestStatusPace_HoldsFromTheFirstAnswerUntilTheIntervalOrAWrite(t *testing.T) {
 	var p statusPace
 	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
 	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	if w := p.wait(a, 5*time.Second, t0); w != 0 {
-		t.Errorf("a root not written since the start waits %v, want 0", w)
+	if w := p.wait(a, 5*time.Second, t0); w != 5*time.Second {
+		t.Errorf("a first answer waits %v, want the whole interval", w)
 	}
-	p.wrote(a, t0)
 	if w := p.wait(a, 5*time.Second, t0.Add(2*time.Second)); w != 3*time.Second {
-		t.Errorf("2 s after its write: waits %v, want 3s", w)
+		t.Errorf("an answer 2 s later waits %v, want 3s: the interval counts from the first", w)
 	}
-	if w := p.wait(b, 5*time.Second, t0.Add(2*time.Second)); w != 0 {
-		t.Errorf("another root waits %v, want 0", w)
+	if w := p.wait(b, 5*time.Second, t0.Add(2*time.Second)); w != 5*time.Second {
+		t.Errorf("another root's first answer waits %v, want 5s", w)
 	}
 	if w := p.wait(a, 5*time.Second, t0.Add(6*time.Second)); w != 0 {
 		t.Errorf("past the interval: waits %v, want 0", w)
 	}
 	p.forget(a)
-	if w := p.wait(a, 5*time.Second, t0.Add(time.Second)); w != 0 {
-		t.Errorf("a forgotten root waits %v, want 0", w)
+	if w := p.wait(a, 5*time.Second, t0.Add(7*time.Second)); w != 5*time.Second {
+		t.Errorf("after a write, the next answer waits %v, want the whole interval again", w)
 	}
 }
