@@ -76,7 +76,9 @@ func (g *governanceMetrics) filterProvider(*rest.Config, *http.Client) (metricss
 		ours := promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == metricsPath {
-				ours.ServeHTTP(w, r)
+				if !g.serveText(w, r) {
+					ours.ServeHTTP(w, r)
+				}
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -87,28 +89,13 @@ func (g *governanceMetrics) filterProvider(*rest.Config, *http.Client) (metricss
 // metricsPath is where controller-runtime's metrics server serves its registry.
 const metricsPath = "/metrics"
 
-// Gather returns the registry's families with policy_governance_info among them, by name. A
-// cache that cannot be read leaves the family out and says why in the log; the other families
-// are still served.
+// Gather returns the registry's families with policy_governance_info among them, by name: what
+// a scrape in protobuf gets (text is streamed, governance_metrics_text.go). A cache that cannot
+// be read leaves the family out and says why in the log; the other families are still served.
 func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
 	families, err := g.registry.Gather()
-	if g.cache == nil {
-		return families, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	policies, synced, cacheErr := cachedPolicies(ctx, g.cache, nil)
-	if cacheErr == nil && synced && g.replicas != nil {
-		policies, synced, cacheErr = cachedPolicies(ctx, g.replicas, policies)
-	}
-	if cacheErr != nil {
-		g.log.Error(cacheErr, "policy_governance_info: list policies from the cache")
-		return families, err
-	}
-	if !synced {
-		// A cache still on its first list would report a part of the fleet as if it were all of
-		// it; Prometheus reads the family's absence as "no data" instead. The scrape does not
-		// wait for the list either: it would hold a second view of the policies beside it.
+	policies, ok := g.policies()
+	if !ok {
 		return families, err
 	}
 	family := governanceFamily(policies)
@@ -116,6 +103,28 @@ func (g *governanceMetrics) Gather() ([]*dto.MetricFamily, error) {
 		return strings.Compare(f.GetName(), name)
 	})
 	return slices.Insert(families, at, family), err
+}
+
+// policies are the cached Policies and replicas, to be read only, and whether the family may be
+// served from them.
+func (g *governanceMetrics) policies() ([]client.Object, bool) {
+	if g.cache == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	policies, synced, err := cachedPolicies(ctx, g.cache, nil)
+	if err == nil && synced && g.replicas != nil {
+		policies, synced, err = cachedPolicies(ctx, g.replicas, policies)
+	}
+	if err != nil {
+		g.log.Error(err, "policy_governance_info: list policies from the cache")
+		return nil, false
+	}
+	// A cache still on its first list would report a part of the fleet as if it were all of it;
+	// Prometheus reads the family's absence as "no data" instead. The scrape does not wait for
+	// the list either: it would hold a second view of the policies beside it.
+	return policies, synced
 }
 
 // governanceFamily is policy_governance_info for policies, its series sorted by label values as

@@ -129,6 +129,7 @@ policy_governance_info{cluster_namespace="gov-cluster1",policy="compliant",polic
 			t.Errorf("GET %s: %q does not hold %q", path, rec.Body.String(), want)
 		}
 	}
+	expectScrapesAsGathered(t, gov, handler)
 	if err := cl.Delete(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
