@@ -27,6 +27,7 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
 	"regent.dev/regent/apiserverwait"
+	"regent.dev/regent/eventnote"
 	"regent.dev/regent/hub/policyset"
 	"regent.dev/regent/hub/propagator"
 	"regent.dev/regent/hub/rollout"
@@ -134,7 +135,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		// The encryption key Secrets of hub templates, read by name and never cached.
 		APIReader: mgr.GetAPIReader(),
 		Planner:   rollout.NewPlanner(opts.Clock),
-		Recorder:  mgr.GetEventRecorder("regent-hub"),
+		Recorder:  eventnote.Capped(mgr.GetEventRecorder("regent-hub")),
 		Workers:   opts.Workers,
 		// Negative (no cap) stays negative: the reconciler caps only when positive.
 		MaxReplicatedBytes: opts.MaxReplicatedBytes,
@@ -143,7 +144,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := r.SetupWithManager(context.Background(), mgr, opts.ConcurrentRoots); err != nil {
 		return nil, fmt.Errorf("propagator: %w", err)
 	}
-	sets := &policyset.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder("regent-hub")}
+	sets := &policyset.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetCache(), Recorder: eventnote.Capped(mgr.GetEventRecorder("regent-hub"))}
 	if err := sets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("policy sets: %w", err)
 	}

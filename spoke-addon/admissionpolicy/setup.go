@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/eventnote"
 	"regent.dev/regent/version"
 )
 
@@ -128,7 +129,7 @@ func setupPolicyController(mgr ctrl.Manager, nsCache cache.Cache, k policyKind, 
 	r := &policyReconciler{
 		kind: k, client: mgr.GetClient(), reader: mgr.GetCache(),
 		nsReader: nsCache, apiReader: mgr.GetAPIReader(), namespace: opts.Namespace, opts: opts, clock: opts.Clock,
-		recorder: mgr.GetEventRecorder(name),
+		recorder: eventnote.Capped(mgr.GetEventRecorder(name)),
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -161,7 +162,7 @@ func setupPolicyServerController(mgr ctrl.Manager, nsCache cache.Cache, opts Opt
 		return fmt.Errorf("build %s: %w", name, err)
 	}
 	r := &policyServerReconciler{client: mgr.GetClient(), reader: mgr.GetCache(), nsReader: nsCache, clusterReader: clusterCache,
-		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: mgr.GetEventRecorder(name),
+		mapper: mgr.GetRESTMapper(), namespace: opts.Namespace, clock: opts.Clock, recorder: eventnote.Capped(mgr.GetEventRecorder(name)),
 		regentImage: opts.PolicyServerImage,
 		rotation: servingRotation{kube: kube, reader: mgr.GetAPIReader(), caValidity: opts.ServingCAValidity,
 			validity: opts.ServingCertValidity, propagation: opts.ServingCAPropagation, extraHosts: opts.ServingHosts}}

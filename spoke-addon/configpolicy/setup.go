@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/eventnote"
 )
 
 // controllerName names the controller, its event reporter and its field manager.
@@ -71,7 +72,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		client:   mgr.GetClient(),
 		index:    newWatchIndex(),
 		caches:   caches,
-		recorder: mgr.GetEventRecorder(controllerName),
+		recorder: eventnote.Capped(mgr.GetEventRecorder(controllerName)),
 		clock:    opts.Clock,
 		observe:  opts.observe,
 	}
