@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -69,7 +70,7 @@ func expectScrapesAsGathered(t *testing.T, gov *governanceMetrics, h http.Handle
 		if err != nil {
 			t.Fatalf("text (%q) does not parse: %v", encoding, err)
 		}
-		if got := seriesOf(families[governanceInfoName]); !mapsEqual(got, want) {
+		if got := seriesOf(families[governanceInfoName]); !maps.Equal(got, want) {
 			t.Errorf("text (%q): policy_governance_info %v, want %v", encoding, got, want)
 		}
 		if f := families[governanceInfoName]; f.GetHelp() != governanceInfoHelp || f.GetType() != dto.MetricType_GAUGE {
@@ -95,7 +96,7 @@ func expectScrapesAsGathered(t *testing.T, gov *governanceMetrics, h http.Handle
 			got = seriesOf(f)
 		}
 	}
-	if !mapsEqual(got, want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("protobuf: policy_governance_info %v, want %v", got, want)
 	}
 }
@@ -112,18 +113,6 @@ func seriesOf(f *dto.MetricFamily) map[string]float64 {
 		out[strings.Join(labels, ",")] = m.GetGauge().GetValue()
 	}
 	return out
-}
-
-func mapsEqual(a, b map[string]float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestGovernanceText_EscapesLabelValuesAndNegotiatesGzip(t *testing.T) {
