@@ -19,11 +19,10 @@ const DefaultStatusInterval = 5 * time.Second
 // lines change (docs/benchmarks.md, Session 21): a turn of 100 clusters answering one by one
 // would be as many writes. So the answers alone (a line's compliance, a cluster that succeeded)
 // wait up to an interval from the first of them, and go with the turn they complete or with
-// whatever else came in meanwhile. What
-// the rollout must record before it acts (a cluster's turn, a failure, a time-out, the rollout's
-// end) and what users act on (the root's compliance, placement, every condition but the progress
-// count) is written at once: pacing never holds back a turn, and a line held back is recomputed
-// from its replica after a restart, as any answer is.
+// whatever else came in meanwhile. What the rollout must record before it acts (a cluster's
+// turn, a failure, a time-out, the rollout's end) and what users act on (the root's compliance,
+// placement, every condition but the progress count) is written at once: pacing never holds back
+// a turn, and a line held back is recomputed from its replica after a restart, as any answer is.
 
 // statusPace remembers since when each root has held answers back from its status.
 type statusPace struct {
