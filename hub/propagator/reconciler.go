@@ -246,16 +246,7 @@ func (r *Reconciler) statusInterval() time.Duration {
 // soaks says whether the root's rollout waits a minimum success time, which counts from the
 // success its status records.
 func soaks(root *policyv1.Policy) bool {
-	s, mode := strategyOf(root)
-	switch {
-	case mode != rollout.Progressive:
-		return false
-	case s.Progressive != nil:
-		return s.Progressive.MinSuccessTime.Duration > 0
-	case s.ProgressivePerGroup != nil:
-		return s.ProgressivePerGroup.MinSuccessTime.Duration > 0
-	}
-	return false
+	return rollout.MinSuccessTime(strategyOf(root)) > 0
 }
 
 // rootStatusFor is the root's status as the plan has it.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	sdkv1alpha1 "open-cluster-management.io/sdk-go/pkg/apis/cluster/v1alpha1"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -42,14 +43,18 @@ func displaced(in Input, d Decision, result sdkv1alpha1.RolloutResult, now time.
 	return out
 }
 
-func minSuccessTime(in Input) time.Duration {
+func minSuccessTime(in Input) time.Duration { return MinSuccessTime(in.Strategy, in.Mode) }
+
+// MinSuccessTime is how long a cluster must have succeeded before its slot frees, counted from
+// the success its root's status records: the strategy's soak time, none unless Progressive.
+func MinSuccessTime(s clusterv1alpha1.RolloutStrategy, mode Mode) time.Duration {
 	switch {
-	case in.Mode != Progressive:
+	case mode != Progressive:
 		return 0
-	case in.Strategy.Progressive != nil:
-		return in.Strategy.Progressive.MinSuccessTime.Duration
-	case in.Strategy.ProgressivePerGroup != nil:
-		return in.Strategy.ProgressivePerGroup.MinSuccessTime.Duration
+	case s.Progressive != nil:
+		return s.Progressive.MinSuccessTime.Duration
+	case s.ProgressivePerGroup != nil:
+		return s.ProgressivePerGroup.MinSuccessTime.Duration
 	}
 	return 0
 }
