@@ -49,7 +49,7 @@ func TestRootStatusPace_AnswersWaitButTurnsAndTheEndAreWrittenAtOnce(t *testing.
 	patches := len(q.matching("/policies/p/status"))
 	held := counterValue("regent_propagator_root_status_held_total")
 
-	e.answer("p", a, policyv1.Compliant)
+	e.answerEnforced("p", a, policyv1.Compliant)
 	e.eventually("the hub holds a's answer back", func() (bool, string) {
 		return counterValue("regent_propagator_root_status_held_total") > held, "no status change held"
 	})
@@ -61,12 +61,12 @@ func TestRootStatusPace_AnswersWaitButTurnsAndTheEndAreWrittenAtOnce(t *testing.
 		t.Errorf("%d root status writes after a's answer alone, want none", got-patches)
 	}
 
-	e.answer("p", b, policyv1.Compliant)
+	e.answerEnforced("p", b, policyv1.Compliant)
 	e.eventually("b's answer completes group 0 and turns the rollout at once", func() (bool, string) {
 		s := statuses(e.root("p"))
 		return s[a] == policyv1.RolloutSucceeded && s[b] == policyv1.RolloutSucceeded && s[c] == policyv1.RolloutProgressing, fmt.Sprint(s)
 	})
-	e.answer("p", c, policyv1.Compliant)
+	e.answerEnforced("p", c, policyv1.Compliant)
 	e.eventually("the rollout's end is written at once", func() (bool, string) {
 		r := e.root("p")
 		return rolledOutAt(3)(r) && r.Status.ComplianceState == policyv1.Compliant, fmt.Sprint(statuses(r))
@@ -90,7 +90,7 @@ func TestRootStatusPace_AHeldAnswerIsWrittenWhenTheIntervalPasses(t *testing.T) 
 		return s[a] == policyv1.RolloutProgressing && s[b] == policyv1.RolloutProgressing, fmt.Sprint(s)
 	})
 	held := counterValue("regent_propagator_root_status_held_total")
-	e.answer("p", a, policyv1.Compliant)
+	e.answerEnforced("p", a, policyv1.Compliant)
 	e.eventually("a's answer written", func() (bool, string) {
 		r := e.root("p")
 		return statuses(r)[a] == policyv1.RolloutSucceeded && lineOf(r, a).ComplianceState == policyv1.Compliant, fmt.Sprint(statuses(r))
@@ -107,4 +107,16 @@ func lineOf(r *policyv1.Policy, cluster string) *policyv1.CompliancePerClusterSt
 		}
 	}
 	return &policyv1.CompliancePerClusterStatus{}
+}
+
+// answerEnforced answers for cluster once its replica enforces: the turn is recorded on the root
+// before the replica is written, and an answer to the inform replica it had while it waited is an
+// answer to a generation the hub has since replaced, which it rightly ignores.
+func (e *env) answerEnforced(root, cluster string, state policyv1.ComplianceState) {
+	e.t.Helper()
+	e.eventually(cluster+" enforced", func() (bool, string) {
+		rep := e.replicas(root)[cluster]
+		return rep != nil && rep.Spec.RemediationAction == policyv1.Enforce, "not yet"
+	})
+	e.answer(root, cluster, state)
 }
