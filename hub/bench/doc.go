@@ -13,4 +13,5 @@
 // last replica exists, and REGENT_BENCH_HUB_WATCH_LOG=<file> logs the hub child's Policy lists and
 // watches and how each watch stream ended. REGENT_BENCH_PEERS=rollout (progressive) holds the hub
 // against a plain client that sends a whole rollout's writes beside the same simulated spokes.
+// REGENT_BENCH_HUB_ROOT_STATUS_INTERVAL=<duration> is the hub child's --root-status-interval.
 package bench

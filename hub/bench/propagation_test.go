@@ -279,10 +279,11 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	child := startMeasuredHub(b, kubeconfig, qps, burst)
 	before := child.Sum("rest_client_requests_total")
 
+	anatomy := newTurnAnatomy(clusters)
 	if progressive {
 		spokeCtx, stopSpokes := context.WithCancel(ctx)
 		defer stopSpokes()
-		go spokes(spokeCtx, ownConnection(b, kubeconfig), client.HasLabels{propagator.RootPolicyLabel})
+		go spokes(spokeCtx, ownConnection(b, kubeconfig), client.HasLabels{propagator.RootPolicyLabel}, anatomy.observe)
 	}
 
 	prefix := ns + "."
@@ -315,6 +316,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 			}
 		}
 		stop()
+		b.Logf("hub turns, as the spokes' watch saw them: %s", anatomy.summary())
 		if run.rolloutSecs < 0 {
 			// Out of budget: the enforce updates the turns sent, and at what rate.
 			run.enforced = enforceUpdates(child)

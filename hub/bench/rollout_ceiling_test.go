@@ -48,7 +48,8 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	t := newTurnTracker(names, clusters)
 	followCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go spokes(followCtx, ownConnection(b, kubeconfig), mine)
+	anatomy := newTurnAnatomy(clusters)
+	go spokes(followCtx, ownConnection(b, kubeconfig), mine, anatomy.observe)
 	go follow(followCtx, ownConnection(b, kubeconfig), mine, t.seen, new(atomic.Int64), new(atomic.Int64))
 
 	workers := make(chan struct{}, 16)
@@ -122,6 +123,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 		}()
 	}
 	wg.Wait()
+	b.Logf("rollout ceiling turns, as the spokes' watch saw them: %s", anatomy.summary())
 	out.turnRate = float64(updates.Load()) / time.Since(turnsBegan).Seconds()
 	out.rolledOut = time.Since(began).Seconds()
 	if outOfBudget.Load() {

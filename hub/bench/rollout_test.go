@@ -108,15 +108,20 @@ func startHubProcess(b *testing.B, kubeconfig string) func() {
 // evaluated at its generation is reported Compliant at once.
 //
 // Its watch never waits on the answers (see follow): replicas waiting for an answer go to a
-// deduplicating queue that 16 writers drain.
-func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption) {
+// deduplicating queue that 16 writers drain. observers see every replica the watch delivers.
+func spokes(ctx context.Context, c client.WithWatch, replicas client.ListOption, observers ...func(*policyv1.Policy)) {
 	s := &spokeSim{queue: workqueue.NewTyped[types.NamespacedName](), generation: map[types.NamespacedName]int64{}}
 	defer s.queue.ShutDown()
 	for w := 0; w < 16; w++ {
 		go s.answer(ctx, c)
 	}
 	go s.report(ctx)
-	follow(ctx, c, replicas, s.offer, &s.lists, &s.watches)
+	follow(ctx, c, replicas, func(p *policyv1.Policy) {
+		s.offer(p)
+		for _, o := range observers {
+			o(p)
+		}
+	}, &s.lists, &s.watches)
 }
 
 // follow hands seen every replica that replicas selects, from a paged list and then from a watch,
