@@ -23,7 +23,8 @@ type turnAnatomy struct {
 	cluster map[string]int
 	mu      sync.Mutex
 	turns   map[turnOf]*turnTimes
-	seen    map[types.NamespacedName]bool
+	// enforced and answered are the replicas already counted as such.
+	enforced, answered map[types.NamespacedName]bool
 }
 
 type turnOf struct {
@@ -37,7 +38,8 @@ type turnTimes struct {
 }
 
 func newTurnAnatomy(clusters []string) *turnAnatomy {
-	a := &turnAnatomy{cluster: map[string]int{}, turns: map[turnOf]*turnTimes{}, seen: map[types.NamespacedName]bool{}}
+	a := &turnAnatomy{cluster: map[string]int{}, turns: map[turnOf]*turnTimes{},
+		enforced: map[types.NamespacedName]bool{}, answered: map[types.NamespacedName]bool{}}
 	for k, name := range clusters {
 		a.cluster[name] = k
 	}
@@ -64,18 +66,16 @@ func (a *turnAnatomy) observe(p *policyv1.Policy) {
 		t = &turnTimes{}
 		a.turns[at] = t
 	}
-	if !a.seen[key] {
-		a.seen[key] = true
+	if !a.enforced[key] {
+		a.enforced[key] = true
 		if t.enforced == 0 {
 			t.firstEnforced = now
 		}
 		t.enforced++
 		t.lastEnforced = now
 	}
-	// An answer is counted once per replica, at its first sight.
-	answerKey := types.NamespacedName{Namespace: key.Namespace, Name: "answered/" + key.Name}
-	if answered && !a.seen[answerKey] {
-		a.seen[answerKey] = true
+	if answered && !a.answered[key] {
+		a.answered[key] = true
 		if t.answers++; t.answers == a.size(at.group) {
 			t.answered = now
 		}
