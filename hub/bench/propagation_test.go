@@ -279,11 +279,15 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	child := startMeasuredHub(b, kubeconfig, qps, burst)
 	before := child.Sum("rest_client_requests_total")
 
-	anatomy := newTurnAnatomy(clusters)
+	rootNames := make([]string, roots)
+	for i := range rootNames {
+		rootNames[i] = fmt.Sprintf("%s.p%d", ns, i)
+	}
+	turns := newTurnTracker(rootNames, clusters)
 	if progressive {
 		spokeCtx, stopSpokes := context.WithCancel(ctx)
 		defer stopSpokes()
-		go spokes(spokeCtx, ownConnection(b, kubeconfig), client.HasLabels{propagator.RootPolicyLabel}, anatomy.observe)
+		go spokes(spokeCtx, ownConnection(b, kubeconfig), client.HasLabels{propagator.RootPolicyLabel}, turns.seen)
 	}
 
 	prefix := ns + "."
@@ -316,7 +320,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 			}
 		}
 		stop()
-		b.Logf("hub turns, as the spokes' watch saw them: %s", anatomy.summary())
+		b.Logf("hub turns, as a watch saw them: %s", turns.summary())
 		if run.rolloutSecs < 0 {
 			// Out of budget: the enforce updates the turns sent, and at what rate.
 			run.enforced = enforceUpdates(child)

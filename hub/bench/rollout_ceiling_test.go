@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
@@ -48,8 +47,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	t := newTurnTracker(names, clusters)
 	followCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	anatomy := newTurnAnatomy(clusters)
-	go spokes(followCtx, ownConnection(b, kubeconfig), mine, anatomy.observe)
+	go spokes(followCtx, ownConnection(b, kubeconfig), mine)
 	go follow(followCtx, ownConnection(b, kubeconfig), mine, t.seen, new(atomic.Int64), new(atomic.Int64))
 
 	workers := make(chan struct{}, 16)
@@ -123,7 +121,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 		}()
 	}
 	wg.Wait()
-	b.Logf("rollout ceiling turns, as the spokes' watch saw them: %s", anatomy.summary())
+	b.Logf("rollout ceiling turns, as a watch saw them: %s", t.summary())
 	out.turnRate = float64(updates.Load()) / time.Since(turnsBegan).Seconds()
 	out.rolledOut = time.Since(began).Seconds()
 	if outOfBudget.Load() {
@@ -142,64 +140,6 @@ func ceilingReplica(name, cluster string, enforce bool) *policyv1.Policy {
 	}
 	p.Spec.RolloutStrategy = nil
 	return p
-}
-
-// turnTracker counts, by root and decision group, the replicas answered Compliant at their
-// generation while enforced; answered[root][group] is closed once the whole group was.
-type turnTracker struct {
-	groups   int
-	root     map[string]int
-	cluster  map[string]int
-	size     []int
-	mu       sync.Mutex
-	seenOnce map[types.NamespacedName]bool
-	count    [][]int
-	answered [][]chan struct{}
-}
-
-func newTurnTracker(roots, clusters []string) *turnTracker {
-	t := &turnTracker{groups: (len(clusters) + 99) / 100, root: map[string]int{}, cluster: map[string]int{},
-		seenOnce: map[types.NamespacedName]bool{}}
-	for r, name := range roots {
-		t.root[name] = r
-	}
-	for k, name := range clusters {
-		t.cluster[name] = k
-	}
-	for g := 0; g < t.groups; g++ {
-		t.size = append(t.size, min(100, len(clusters)-g*100))
-	}
-	for range roots {
-		count, answered := make([]int, t.groups), make([]chan struct{}, t.groups)
-		for g := range answered {
-			answered[g] = make(chan struct{})
-		}
-		t.count, t.answered = append(t.count, count), append(t.answered, answered)
-	}
-	return t
-}
-
-func (t *turnTracker) seen(p *policyv1.Policy) {
-	if p.Spec.RemediationAction != policyv1.Enforce || p.Status.LastEvaluatedGeneration != p.Generation ||
-		p.Status.ComplianceState != policyv1.Compliant {
-		return
-	}
-	r, ok := t.root[p.Labels[propagator.RootPolicyLabel]]
-	k, known := t.cluster[p.Namespace]
-	if !ok || !known {
-		return
-	}
-	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.seenOnce[key] {
-		return
-	}
-	t.seenOnce[key] = true
-	g := k / 100
-	if t.count[r][g]++; t.count[r][g] == t.size[g] {
-		close(t.answered[r][g])
-	}
 }
 
 // retrying runs fn until it succeeds, retrying a failure a second later up to 10 times: an
