@@ -25,15 +25,35 @@ targets=(
 	"./policyserver/lifecycle/cache FuzzOpen"
 )
 
+# coordinatorRace says whether a failed run's log is Go's fuzzing coordinator racing its own
+# -fuzztime deadline (internal/fuzz compares the deadline's error with its child context's
+# before the child is cancelled), not a finding: the only failure is a bare "context deadline
+# exceeded" and no failing input was written. Seen in CI on FuzzPolicySettings, go1.26.8.
+coordinatorRace() {
+	grep -qx '    context deadline exceeded' "$1" && ! grep -q 'Failing input written' "$1" &&
+		! grep -q '^panic:\|fuzzing process hung' "$1" &&
+		[ "$(grep -c -- '--- FAIL' "$1")" -eq 1 ]
+}
+
+fuzz() {
+	go test -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZPARALLEL" "$1" >"$3" 2>&1
+}
+
 failed=()
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"
 	start=$(date +%s)
 	log=$(mktemp)
-	if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZPARALLEL" "$pkg" >"$log" 2>&1; then
+	status=FAILED
+	if fuzz "$pkg" "$name" "$log"; then
 		status=ok
-	else
-		status=FAILED
+	elif coordinatorRace "$log"; then
+		# Run the target again rather than drop its fuzzing: a second race in a row is rare
+		# enough that it is worth a look, so it fails.
+		echo "fuzz: $pkg $name: the coordinator raced its deadline (no input failed); running it again"
+		fuzz "$pkg" "$name" "$log" && status=ok
+	fi
+	if [ "$status" = FAILED ]; then
 		failed+=("$pkg $name")
 	fi
 	# The last progress line says how many inputs ran.
