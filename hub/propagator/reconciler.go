@@ -207,13 +207,14 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 	return decisions.Merge(groups, fromRules), nil
 }
 
-// writeRootStatus writes the root's status when it changed, before any replica is touched. A merge
+// writeRootStatus writes the root's status when it changed, before any replica is touched. A JSON
 // patch without resourceVersion, so it never conflicts. It cannot regress the record: the status is
 // computed from the cache, and a reconcile whose cached root predates the hub's own last patch does
 // not run (statusWrites); nothing else writes a root's status, and spec edits do not touch it. A
 // decision computed just before a user's edit is one the hub could as well have taken just before
-// it; the edit's own event recomputes the status. A change that is only clusters' answers to a
-// rollout in progress may be held back (root_status_pace.go): held is when to write it.
+// it; the edit's own event recomputes the status. A change the replicas carry too (clusters'
+// answers and turns of a rollout in progress) may be held back (root_status_pace.go): the
+// replicas are then written first, and held is when to write the status.
 func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) (held time.Duration, err error) {
 	status := rootStatusFor(root, p)
 	key := client.ObjectKeyFromObject(root)
@@ -221,7 +222,7 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 		r.pace.forget(key)
 		return 0, nil
 	}
-	if every := r.statusInterval(); every > 0 && answersOnly(&root.Status, status, soaks(root)) {
+	if every := r.statusInterval(); every > 0 && holdable(&root.Status, status, clocksOf(root)) {
 		if held = r.pace.wait(key, every, time.Now()); held > 0 {
 			statusHeld.Inc()
 			return held, nil
@@ -241,12 +242,6 @@ func (r *Reconciler) statusInterval() time.Duration {
 		return DefaultStatusInterval
 	}
 	return r.StatusInterval
-}
-
-// soaks says whether the root's rollout waits a minimum success time, which counts from the
-// success its status records.
-func soaks(root *policyv1.Policy) bool {
-	return rollout.MinSuccessTime(strategyOf(root)) > 0
 }
 
 // rootStatusFor is the root's status as the plan has it.
@@ -274,19 +269,22 @@ func rootStatusFor(root *policyv1.Policy, p plan) *policyv1.PolicyStatus {
 // announce records an Event for each step of the rollout the status write just made official.
 func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStatus, p plan) {
 	d := p.decision
+	taken := turnsTaken(root.Generation, before, d)
 	// Group steps are the rollout's own steps only when it goes group by group.
 	var started, completed []string
 	if s := root.Spec.RolloutStrategy; s != nil && s.Type == clusterv1alpha1.ProgressivePerGroup {
-		started, completed = groupSteps(p.groups, before.Status, d)
+		started, completed = groupSteps(p.groups, before.Status, taken, d)
 	}
-	for _, g := range completed {
-		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupCompleted", "Rollout", "decision group %s: every cluster succeeded", g)
+	// One Event per reason and write: client-go folds a root's Events of one reason into a series
+	// that keeps the first note, so the groups of one write would otherwise lose all names but one.
+	if len(completed) > 0 {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupCompleted", "Rollout", "%s", eachGroup(completed, "decision group %s: every cluster succeeded"))
 	}
-	for _, g := range started {
-		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupStarted", "Enforce", "decision group %s started", g)
+	if len(started) > 0 {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupStarted", "Enforce", "%s", eachGroup(started, "decision group %s started"))
 	}
-	if len(d.Started) > 0 {
-		r.Recorder.Eventf(root, nil, "Normal", "RolloutStarted", "Enforce", "enforcing on %s", names(d.Started))
+	if len(taken) > 0 {
+		r.Recorder.Eventf(root, nil, "Normal", "RolloutStarted", "Enforce", "enforcing on %s", names(taken))
 	}
 	if len(d.TimedOut) > 0 {
 		r.Recorder.Eventf(root, nil, "Warning", "RolloutTimedOut", "Rollout", "no result within the progress deadline from %s", names(d.TimedOut))

@@ -8,31 +8,40 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
+	"regent.dev/regent/hub/rollout"
 )
 
-// DefaultStatusInterval is how long a rollout in progress may hold its clusters' answers back
-// from the root's status (Reconciler.StatusInterval).
+// DefaultStatusInterval is how long a rollout in progress may hold its clusters' answers and
+// turns back from the root's status (Reconciler.StatusInterval).
 const DefaultStatusInterval = 5 * time.Second
 
-// While a rollout progresses, every answer from a cluster changes a line of its root's status,
-// and a root of 3,000 clusters costs the apiserver ~300 ms of CPU per status write however few
-// lines change (docs/benchmarks.md, Session 21): a turn of 100 clusters answering one by one
-// would be as many writes. So the answers alone (a line's compliance, a cluster that succeeded)
-// wait up to an interval from the first of them, and go with the turn they complete or with
-// whatever else came in meanwhile. What the rollout must record before it acts (a cluster's
-// turn, a failure, a time-out, the rollout's end) and what users act on (the root's compliance,
-// placement, every condition but the progress count) is written at once: pacing never holds back
-// a turn, and a line held back is recomputed from its replica after a restart, as any answer is.
+// While a rollout progresses, every answer from a cluster and every turn changes lines of its
+// root's status, and a root of 3,000 clusters costs the apiserver ~300 ms of CPU per status write
+// however few lines change (docs/benchmarks.md, Session 21). Written before each turn's replica
+// writes, that record was most of what a turn cost beyond the ceiling's (Sessions 22–23). So what
+// a restarted hub recomputes from the replicas, stamped no earlier than it happened, waits up to
+// an interval from the first of it and goes out with whatever comes next:
+//   - an answer (a line's compliance, a cluster that succeeded), as a replica's report;
+//   - a turn (ToApply to Progressing), as a replica that already enforces (rollout.Cluster.Active)
+//     while the record says ToApply: the planner takes it for a turn given.
+//
+// Until it is written, a held step is seen against the record again by every reconcile and
+// stamped anew, so a clock counting from it would run late by up to the interval: a success is
+// held only without a soak time (minSuccessTime counts from it), a turn only without a progress
+// deadline (it counts from the start). Failures, time-outs, the rollout's end and what users act
+// on (the root's compliance, placement, every condition but the progress count) are written at
+// once. The replicas carry everything held, so a crash loses none of it: the restarted hub stamps
+// it later than it happened, never earlier.
 
-// statusPace remembers since when each root has held answers back from its status.
+// statusPace remembers since when each root has held changes back from its status.
 type statusPace struct {
 	mu    sync.Mutex
 	since map[types.NamespacedName]time.Time
 }
 
-// wait is how long a root's answers-only status change must still be held, zero when it is due.
-// The first answer held starts the interval: the answers of a group that come together then
-// wait for each other, and for the turn they complete.
+// wait is how long a root's holdable status change must still be held, zero when it is due.
+// The first change held starts the interval: a group's answers, the turn they complete and the
+// answers to that turn then go out in one write.
 func (s *statusPace) wait(root types.NamespacedName, every time.Duration, now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -54,11 +63,22 @@ func (s *statusPace) forget(root types.NamespacedName) {
 	delete(s.since, root)
 }
 
-// answersOnly says whether after differs from before only by clusters' answers during a rollout
-// that was and stays in progress: lines whose compliance or violations changed, or (without a
-// soak time, whose clock starts at the recorded success) that went from Progressing to
-// Succeeded, and the progress count in the Rollout condition's message.
-func answersOnly(before, after *policyv1.PolicyStatus, soak bool) bool {
+// clocks are the recorded times a rollout counts from: a success's (soak, minSuccessTime) and a
+// turn's (progressDeadline).
+type clocks struct{ soak, deadline bool }
+
+// clocksOf says which of a root's recorded times its rollout reads.
+func clocksOf(root *policyv1.Policy) clocks {
+	s, mode := strategyOf(root)
+	return clocks{soak: rollout.MinSuccessTime(s, mode) > 0, deadline: mode == rollout.Progressive && rollout.HasDeadline(s)}
+}
+
+// holdable says whether after differs from before only by what may wait for the next write
+// during a rollout that was and stays in progress: lines whose compliance or violations changed,
+// lines that went forward without a clock counting from the step (ToApply to Progressing without
+// a deadline, Progressing to Succeeded without a soak, or both), and the progress count in the
+// Rollout condition's message.
+func holdable(before, after *policyv1.PolicyStatus, c clocks) bool {
 	if !progressing(before) || !progressing(after) || !sameClusters(before.Status, after.Status) {
 		return false
 	}
@@ -66,11 +86,20 @@ func answersOnly(before, after *policyv1.PolicyStatus, soak bool) bool {
 		return false
 	}
 	for i, a := range after.Status {
-		b := before.Status[i]
-		if b.RolloutStatus == a.RolloutStatus {
+		from, to := before.Status[i].RolloutStatus, a.RolloutStatus
+		if from == to {
 			continue
 		}
-		if soak || b.RolloutStatus != policyv1.RolloutProgressing || a.RolloutStatus != policyv1.RolloutSucceeded {
+		if from == policyv1.RolloutToApply {
+			if c.deadline {
+				return false
+			}
+			from = policyv1.RolloutProgressing
+		}
+		if from == to {
+			continue
+		}
+		if c.soak || from != policyv1.RolloutProgressing || to != policyv1.RolloutSucceeded {
 			return false
 		}
 	}

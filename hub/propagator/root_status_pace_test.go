@@ -10,7 +10,7 @@ import (
 	policyv1 "regent.dev/regent/api/policy/v1"
 )
 
-func TestAnswersOnly_HoldsAnswersBackButNeverATurnAFailureOrTheEnd(t *testing.T) {
+func TestHoldable_AnswersAndTurnsWaitButFailuresClocksAndTheEndDoNot(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Minute)
 	// A rollout of 10 clusters: 0–4 Progressing (their turn), 5–9 ToApply.
@@ -38,53 +38,60 @@ func TestAnswersOnly_HoldsAnswersBackButNeverATurnAFailureOrTheEnd(t *testing.T)
 		s.Conditions[0].Message = "n of 10 clusters succeeded"
 		return s
 	}
+	none, soak, deadline := clocks{}, clocks{soak: true}, clocks{deadline: true}
 	cases := []struct {
 		name   string
 		after  *policyv1.PolicyStatus
-		soak   bool
+		clocks clocks
 		answer bool
 	}{
-		{"clusters in their turn succeed", succeeded(base(), 3), false, true},
-		{"an inform cluster reports its compliance", line(base(), 7, policyv1.RolloutToApply, policyv1.Compliant), false, true},
+		{"clusters in their turn succeed", succeeded(base(), 3), none, true},
+		{"an inform cluster reports its compliance", line(base(), 7, policyv1.RolloutToApply, policyv1.Compliant), none, true},
 		{"a count of violations arrives", func() *policyv1.PolicyStatus {
 			s := base()
 			s.Status[2].Violations = new(int64)
 			return s
-		}(), false, true},
-		{"a success while a soak time counts from it", succeeded(base(), 3), true, false},
-		{"the next clusters get their turn", line(succeeded(base(), 5), 5, policyv1.RolloutProgressing, ""), false, false},
-		{"a cluster fails", line(base(), 1, policyv1.RolloutFailed, policyv1.NonCompliant), false, false},
-		{"a cluster times out", line(base(), 1, policyv1.RolloutTimeOut, ""), false, false},
+		}(), none, true},
+		{"a success while a soak time counts from it", succeeded(base(), 3), soak, false},
+		{"the next clusters get their turn", line(succeeded(base(), 5), 5, policyv1.RolloutProgressing, ""), none, true},
+		{"a turn while a deadline counts from it", line(succeeded(base(), 5), 5, policyv1.RolloutProgressing, ""), deadline, false},
+		{"a turn with a soak time (a turn does not start it)", line(base(), 5, policyv1.RolloutProgressing, ""), soak, true},
+		{"a turn and its answer at once", line(base(), 5, policyv1.RolloutSucceeded, policyv1.Compliant), none, true},
+		{"a turn and its answer while a soak time counts", line(base(), 5, policyv1.RolloutSucceeded, policyv1.Compliant), soak, false},
+		{"a turn answered by a failure", line(base(), 5, policyv1.RolloutFailed, policyv1.NonCompliant), none, false},
+		{"a cluster fails", line(base(), 1, policyv1.RolloutFailed, policyv1.NonCompliant), none, false},
+		{"a cluster times out", line(base(), 1, policyv1.RolloutTimeOut, ""), none, false},
+		{"a cluster goes back to waiting", line(base(), 1, policyv1.RolloutToApply, ""), none, false},
 		{"the root's compliance changes", func() *policyv1.PolicyStatus {
 			s := line(base(), 7, policyv1.RolloutToApply, policyv1.NonCompliant)
 			s.ComplianceState = policyv1.NonCompliant
 			return s
-		}(), false, false},
+		}(), none, false},
 		{"the rollout ends", func() *policyv1.PolicyStatus {
 			s := succeeded(base(), 5)
 			s.Conditions[0].Reason, s.Conditions[0].Status = "Succeeded", metav1.ConditionTrue
 			return s
-		}(), false, false},
+		}(), none, false},
 		{"another condition changes", func() *policyv1.PolicyStatus {
 			s := succeeded(base(), 1)
 			s.Conditions[1].Message = "replicated to 9 clusters"
 			return s
-		}(), false, false},
+		}(), none, false},
 		{"a cluster leaves", func() *policyv1.PolicyStatus {
 			s := base()
 			s.Status = s.Status[:9]
 			return s
-		}(), false, false},
+		}(), none, false},
 	}
 	for _, c := range cases {
-		if got := answersOnly(base(), c.after, c.soak); got != c.answer {
-			t.Errorf("%s: answersOnly = %v, want %v", c.name, got, c.answer)
+		if got := holdable(base(), c.after, c.clocks); got != c.answer {
+			t.Errorf("%s: holdable = %v, want %v", c.name, got, c.answer)
 		}
 	}
 
 	done := base()
 	done.Conditions[0].Reason = "Succeeded"
-	if answersOnly(done, line(done, 7, policyv1.RolloutToApply, policyv1.Compliant), false) {
+	if holdable(done, line(done, 7, policyv1.RolloutToApply, policyv1.Compliant), none) {
 		t.Errorf("a rollout that is not in progress holds nothing back")
 	}
 }

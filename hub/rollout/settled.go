@@ -102,7 +102,7 @@ func (s *settled) record(in Input, fingerprint uint64, d Decision) {
 		return
 	}
 	unchanged := len(d.Started) == 0 && len(d.TimedOut) == 0 && d.RecheckAfter == nil && len(d.Clusters) == len(in.Clusters)
-	deadline := hasDeadline(in.Strategy)
+	deadline := HasDeadline(in.Strategy)
 	for name, c := range d.Clusters {
 		if !unchanged {
 			break
@@ -129,9 +129,9 @@ func (p *Planner) Forget(root string) {
 	p.settled.m.Delete(root)
 }
 
-// hasDeadline says whether the strategy times out clusters that do not succeed: a
+// HasDeadline says whether the strategy times out clusters that do not succeed: a
 // progressDeadline other than "None" (the default when empty).
-func hasDeadline(s clusterv1alpha1.RolloutStrategy) bool {
+func HasDeadline(s clusterv1alpha1.RolloutStrategy) bool {
 	var d string
 	switch {
 	case s.All != nil:
