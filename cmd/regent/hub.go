@@ -92,7 +92,7 @@ func newHubCommand() *cobra.Command {
 	deprecatedAlias(f, "burst", "kube-api-burst")
 	f.IntVar(&opts.Workers, "workers", hub.DefaultWorkers, "writes one root policy's reconcile issues at once; also root policies reconciled at once unless --concurrent-roots is set")
 	f.IntVar(&opts.ConcurrentRoots, "concurrent-roots", 0, "root policies reconciled at once; 0: --workers")
-	f.DurationVar(&opts.RootStatusInterval, "root-status-interval", propagator.DefaultStatusInterval, "how long a rollout in progress may hold clusters' answers back from its root policy's status, so a turn's answers make one write; turns, failures and the rollout's end are written at once; negative: write every change at once")
+	f.DurationVar(&opts.RootStatusInterval, "root-status-interval", propagator.DefaultStatusInterval, "how long a rollout in progress may hold clusters' answers and turns (which its replicas carry) back from its root policy's status, so a 3,000-cluster root is written about once an interval; at least this, a root's interval grows by 10ms per cluster up to 1m; failures, the rollout's end, a success while a soak time counts and a turn while a progress deadline counts are written at once; negative: write every change at once")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect one active hub among replicas")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease")
 	f.StringVar(&memoryLimit, "memory-limit", "", "soft Go memory limit (e.g. 64Mi); unset: adaptive, the larger of 48Mi and the live heap plus the runtime's overhead plus max(an eighth of the live heap, 16Mi), at most 85% of the container's memory limit; negative: none")

@@ -27,7 +27,7 @@ var (
 	}, []string{"verb", "resource"})
 	statusHeld = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_root_status_held_total",
-		Help: "Root policy status changes held back because they were only clusters' answers to a rollout in progress; they are written with the next turn or within --root-status-interval.",
+		Help: "Root policy status changes held back because they were only clusters' answers and turns of a rollout in progress, which the replicas carry; they are written within --root-status-interval, or with the next change that cannot wait.",
 	})
 	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_policy_cache_relists_total",

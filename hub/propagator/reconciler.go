@@ -55,8 +55,9 @@ type Reconciler struct {
 	// MaxReplicatedBytes caps what one root's replicas take in etcd (serialized replica ×
 	// selected clusters); zero or negative means no cap.
 	MaxReplicatedBytes int64
-	// StatusInterval is how long a rollout in progress may hold clusters' answers back from its
-	// root's status (root_status_pace.go): DefaultStatusInterval when zero, never when negative.
+	// StatusInterval is how long a rollout in progress may hold clusters' answers and turns back from its
+	// root's status (root_status_pace.go), at least: DefaultStatusInterval when zero, never when
+	// negative; a larger root's status waits longer (statusInterval).
 	StatusInterval time.Duration
 
 	expect  expectations
@@ -65,7 +66,7 @@ type Reconciler struct {
 	decisions decisions.Memo
 	// statusWrites gate reconciles on a root whose cached copy predates the hub's last status patch.
 	statusWrites rootVersions
-	// pace holds answers back from a progressing root's status between writes.
+	// pace holds answers and turns back from a progressing root's status between writes.
 	pace statusPace
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
@@ -222,7 +223,7 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 		r.pace.forget(key)
 		return 0, nil
 	}
-	if every := r.statusInterval(); every > 0 && holdable(&root.Status, status, clocksOf(root)) {
+	if every := statusInterval(r.StatusInterval, len(status.Status)); every > 0 && holdable(&root.Status, status, clocksOf(root)) {
 		if held = r.pace.wait(key, every, time.Now()); held > 0 {
 			statusHeld.Inc()
 			return held, nil
@@ -237,12 +238,6 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	return 0, nil
 }
 
-func (r *Reconciler) statusInterval() time.Duration {
-	if r.StatusInterval == 0 {
-		return DefaultStatusInterval
-	}
-	return r.StatusInterval
-}
 
 // rootStatusFor is the root's status as the plan has it.
 func rootStatusFor(root *policyv1.Policy, p plan) *policyv1.PolicyStatus {

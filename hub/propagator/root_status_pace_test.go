@@ -117,3 +117,24 @@ func TestStatusPace_HoldsFromTheFirstAnswerUntilTheIntervalOrAWrite(t *testing.T
 		t.Errorf("after a write, the next answer waits %v, want the whole interval again", w)
 	}
 }
+
+func TestStatusInterval_GrowsWithTheRootsLinesFromTheConfiguredOne(t *testing.T) {
+	for _, c := range []struct {
+		configured time.Duration
+		lines      int
+		want       time.Duration
+	}{
+		{0, 3, DefaultStatusInterval},
+		{0, 500, DefaultStatusInterval},
+		{0, 3000, 30 * time.Second},
+		{0, 100000, time.Minute},
+		{time.Second, 3, time.Second},
+		{time.Second, 300, 3 * time.Second},
+		{time.Hour, 3000, time.Hour},
+		{-1, 3000, 0},
+	} {
+		if got := statusInterval(c.configured, c.lines); got != c.want {
+			t.Errorf("statusInterval(%v, %d lines) = %v, want %v", c.configured, c.lines, got, c.want)
+		}
+	}
+}
