@@ -19,8 +19,8 @@ const DefaultStatusInterval = 5 * time.Second
 // Session 21), so a root's interval grows with its lines: at 10 ms a line, each root's writes
 // during a rollout take at most ~1% of an apiserver core, whatever its size, and its status
 // lags its replicas by at most 10 ms per cluster (30 s at 3,000), up to maxStatusInterval. At
-// 3,000 clusters × 10 roots the turns then ran 1.12× the rollout ceiling's time instead of 1.51×
-// at a flat 5 s (docs/benchmarks.md, Session 24).
+// 3,000 clusters × 10 roots the turns then ran 1.15–1.32× the rollout ceiling's time instead of
+// 1.51× at a flat 5 s (docs/benchmarks.md, Session 24).
 const (
 	statusIntervalPerLine = 10 * time.Millisecond
 	maxStatusInterval     = time.Minute
