@@ -238,7 +238,6 @@ func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy,
 	return 0, nil
 }
 
-
 // rootStatusFor is the root's status as the plan has it.
 func rootStatusFor(root *policyv1.Policy, p plan) *policyv1.PolicyStatus {
 	// One line per selected cluster: when they already say what the plan does, the root's own
