@@ -269,8 +269,9 @@ func (r *Reconciler) announce(root *policyv1.Policy, before *policyv1.PolicyStat
 	if s := root.Spec.RolloutStrategy; s != nil && s.Type == clusterv1alpha1.ProgressivePerGroup {
 		started, completed = groupSteps(p.groups, before.Status, taken, d)
 	}
-	// One Event per reason and write: client-go folds a root's Events of one reason into a series
-	// that keeps the first note, so the groups of one write would otherwise lose all names but one.
+	// One Event per reason and write: client-go's events broadcaster may fold a root's Events of
+	// one reason and action into a series that keeps the first note (isomorphic Events); two
+	// groups' Events from one write kept one name between them in TestRootStatusPace_*.
 	if len(completed) > 0 {
 		r.Recorder.Eventf(root, nil, "Normal", "RolloutGroupCompleted", "Rollout", "%s", eachGroup(completed, "decision group %s: every cluster succeeded"))
 	}
