@@ -51,6 +51,7 @@ func (p *pathRecorder) last() string {
 }
 
 func TestWebhook_RealApiserverCallsTheServingGeneration(t *testing.T) {
+	t.Parallel()
 	server := &pathRecorder{}
 	srv := httptest.NewTLSServer(server)
 	t.Cleanup(srv.Close)

@@ -20,6 +20,7 @@ import (
 // own policy and policy server, and the test plays the policy server through the contract:
 // replica Leases and revision status.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // policy server's replicas. kubectl wait takes the first condition of the type it finds, so it
 // only means "every live replica" because conditions are unique by type.
 func TestKubectlWait(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -27,6 +27,7 @@ import (
 // each field as written: a pruned matchConditions would widen what the policy matches. The
 // webhook configuration then carries them to the apiserver, which validates it.
 func TestKubewardenYAML_EveryFieldSurvivesServerSideApply(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -166,6 +167,7 @@ func missing(path string, want, got any) []string {
 // updates in its webhook; Regent's CRDs refuse them with CEL transition rules, with Kubewarden's
 // messages, so the same kubectl apply fails the same way.
 func TestKubewardenRules_ImmutablePolicyServerAndNoProtectToMonitor(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

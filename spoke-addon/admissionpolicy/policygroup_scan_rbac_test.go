@@ -13,6 +13,7 @@ import (
 // A group with backgroundAudit is scanned like a policy, so its server's leader may list and
 // watch what the group's rules name, and the grant goes when the group does.
 func TestPolicyServerRBAC_TheBackgroundScanListsWhatAGroupNames(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -73,6 +73,7 @@ main := {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
 // expression cannot call, no expression, no message; and on a namespaced group, members that
 // read the cluster.
 func TestPolicyGroup_CRDRefusesWhatKubewardenRefuses(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c, err := client.New(hub.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -134,6 +135,7 @@ func TestPolicyGroup_CRDRefusesWhatKubewardenRefuses(t *testing.T) {
 // says PolicyActive — and the apiserver's requests are judged by the group's expression over its
 // members' verdicts.
 func TestPolicyGroup_RealApiserverAdmitsByTheGroupsExpression(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	const ps = "groups"
 	addr, ca := runGroupServer(t, hub.Config, ps)
@@ -256,6 +258,7 @@ func runGroupServer(t *testing.T, cfg *rest.Config, ps string) (string, []byte) 
 // An AdmissionPolicyGroup's webhook sees only its own namespace, whatever its selector says, as an
 // AdmissionPolicy's does; its revision holds the whole group, members and expression included.
 func TestPolicyGroup_NamespacedGroupsWebhookSeesOnlyItsNamespace(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // port from anywhere (the apiserver's address cannot be known), the metrics port from the
 // cluster's pods only, and nothing else.
 func TestPolicyServer_ResourcesMetricsPortAndNetworkPolicy(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()

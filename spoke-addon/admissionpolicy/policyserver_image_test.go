@@ -47,6 +47,7 @@ func TestServedImage_KubewardensPolicyServerIsServedByRegentsOthersAsGiven(t *te
 // instead, spec.image stays as written, and a condition and an Event say what was substituted and
 // why. Changing spec.image to any other image runs that image as given.
 func TestPolicyServer_KubewardenImage_PodsRunRegentsImageAndTheStatusSaysSo(t *testing.T) {
+	t.Parallel()
 	const regentImage, kubewardenImage, customImage = "registry.example/regent:v9.9.9", "ghcr.io/kubewarden/policy-server:v1.20.0", "registry.example/regent-custom:v2"
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.PolicyServerImage = regentImage })

@@ -32,6 +32,7 @@ import (
 // follows each into the replicas' StatefulSet, the leader's Deployment, the metrics Service and
 // the PodDisruptionBudget, Regent's own defaults kept where the user set nothing.
 func TestPolicyServer_KubewardenSpec_AppliesUnchangedAndReachesThePods(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()
@@ -196,6 +197,7 @@ func TestPolicyServer_KubewardenSpec_AppliesUnchangedAndReachesThePods(t *testin
 // TestPolicyServer_KubewardenSpec_UnhonouredFieldsAreRefusedWithTheReason: a Kubewarden field
 // Regent cannot honour is refused at apply time, naming the field and why, never pruned.
 func TestPolicyServer_KubewardenSpec_UnhonouredFieldsAreRefusedWithTheReason(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c, err := client.New(hub.Config, client.Options{})
 	if err != nil {

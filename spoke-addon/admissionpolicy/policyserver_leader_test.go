@@ -25,6 +25,7 @@ import (
 // availability is the PolicyServer's LeaderReady condition, and while it is unavailable a new
 // generation's Initialized condition says it waits for it.
 func TestPolicyServer_LeaderDeployment_RunsAsTheLeaderIdentity_AndItsReadinessIsACondition(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

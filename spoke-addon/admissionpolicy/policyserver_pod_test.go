@@ -20,6 +20,7 @@ import (
 // emptyDir, with a storage class in a ReadWriteOnce claim of its own, and only on request in one
 // ReadWriteMany claim every replica shares.
 func TestPolicyServer_CacheVolumeModes(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()

@@ -26,6 +26,7 @@ import (
 // The Roles are proven complete by a real replica and a real leader doing their whole job, each
 // as its ServiceAccount, and minimal by what the same identities are refused.
 func TestPolicyServerRBAC_AReplicaAndTheLeaderAsTheirServiceAccountsLeadLoadAndReportReady_AndNothingMore(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -206,6 +207,7 @@ func TestPolicyServerRBAC_AReplicaAndTheLeaderAsTheirServiceAccountsLeadLoadAndR
 // Reads follow the newest generation at once and the serving one until it stops serving, so a
 // generation in rollout and the one still answering both find what they look up.
 func TestPolicyServerRBAC_ContextReadsFollowTheNewestAndTheServingGeneration_AcrossPolicyServers(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -299,6 +301,7 @@ func TestPolicyServerRBAC_ContextReadsFollowTheNewestAndTheServingGeneration_Acr
 
 // A PolicyServer naming its own ServiceAccount gets it bound; the controller's is removed.
 func TestPolicyServerRBAC_AServiceAccountTheUserNamesIsBoundNotCreated(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -385,6 +388,7 @@ func keysOf(m map[string][]byte) []string {
 // campaign, running --role=all) cannot sign: it validates each revision unsigned, says why, and
 // replicas compile the module themselves.
 func TestPolicyServerRBAC_WithoutTheLeaderIdentity_RevisionsServeUnsigned(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

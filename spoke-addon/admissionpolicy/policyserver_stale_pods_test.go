@@ -20,6 +20,7 @@ import (
 // controller replaces such pods itself: only while every replica that already has the new volume
 // is Ready, so the policy keeps an answering replica.
 func TestPolicyServer_PodsWithTheOldCacheVolumeAreReplacedWhileTheOthersAreReady(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 )
 
 func TestPolicyServer_StatefulSetServicesCacheAndSecretsOwnedByIt(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	// In-cluster configuration: webhooks call the Service, trusting the serving Secret's CA.
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })

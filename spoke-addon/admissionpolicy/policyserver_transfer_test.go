@@ -26,6 +26,7 @@ import (
 // leader signs each generation into its own cache, the other replicas fetch it from the leader
 // and verify it, every replica reports Ready, and the controller moves the webhook.
 func TestPolicyServer_ReplicasWithoutASharedFolder_ServeANewGenerationAndTheWebhookMoves(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -96,6 +96,7 @@ func check(t *testing.T, spec corev1.PodSpec) []string {
 // PolicyServer, or editing it, rolls the replicas and the leader (a pod template annotation
 // names its content), so the pods always trust what the ConfigMap says.
 func TestPolicyServer_VerificationConfigEdited_RollsThePods(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config, func(o *Options) { o.WebhookURL, o.CABundle = nil, nil })
 	ctx := context.Background()

@@ -30,6 +30,7 @@ func ptrString[T ~string](p *T) string {
 // TestAdmissionPolicyScope: an AdmissionPolicy's rules reach namespaced resources only; the
 // apiserver never applies a webhook's namespaceSelector to cluster-scoped objects.
 func TestAdmissionPolicyScope(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
@@ -106,6 +107,7 @@ func (p *resourceRecorder) saw(resource string) bool {
 // A tenant's AdmissionPolicy naming clusterrolebindings (scope left out, which the apiserver
 // would take as "*") sees its namespace's RoleBindings and never an admin's ClusterRoleBinding.
 func TestWebhook_TenantRuleOnClusterRoleBindingsNeverSeesAClusterWrite(t *testing.T) {
+	t.Parallel()
 	server := &resourceRecorder{seen: map[string]bool{}}
 	srv := httptest.NewTLSServer(server)
 	t.Cleanup(srv.Close)

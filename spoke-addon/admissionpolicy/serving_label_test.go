@@ -14,6 +14,7 @@ import (
 // The replicas learn which generation the webhook calls from the serving label on its
 // revision: it follows the webhook, onto generation 1 and then onto 2, never on two at once.
 func TestServingLabel_FollowsTheWebhookFromRevisionToRevision(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -55,6 +55,7 @@ func (s *secretServer) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 // webhook's caBundle carries the old and the new CA during the overlap, the certificate is
 // reissued by the new CA, and the real apiserver keeps calling the webhook successfully.
 func TestServingCertificates_RotateWithTheWebhookCABundleFollowing(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	var c client.Client
 	secrets := &secretServer{name: servingSecretName("rot")}

@@ -18,6 +18,7 @@ import (
 // TestTenancy shares one apiserver and controller between the specifications of tenant
 // isolation by name: no tenant's AdmissionPolicy writes or deletes what another policy owns.
 func TestTenancy(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 // injective. After the upgrade its revisions of that name are still its own: the generation they
 // hold keeps serving under the new name and no second revision of it is made.
 func TestUpgrade_RevisionOfTheEarlierNameKeepsServing(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	ctx := context.Background()
 	c, err := client.New(hub.Config, client.Options{Scheme: scheme.Scheme})

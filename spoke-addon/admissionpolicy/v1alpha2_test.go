@@ -57,6 +57,7 @@ func TestCRDs_V1alpha2HasV1sSchema(t *testing.T) {
 // apiserver refuses a CRD that drops a version in status.storedVersions) and its policies must
 // read back whole in v1.
 func TestV1alpha2(t *testing.T) {
+	t.Parallel()
 	hub := fleettest.Hub(t)
 	c := startController(t, hub.Config)
 	ctx := context.Background()
