@@ -87,9 +87,10 @@ fmt:
 vet:
 	go vet ./...
 
-# Integration tests start real kube-apiservers and then mostly wait on them (a package used a
-# third of a core on average, measured), so four packages run at once on 2 cores and the longest
-# ones are named first: go test starts them in that order, and one that starts last is the tail.
+# Integration tests start real kube-apiservers and then mostly wait on them
+# (spoke-addon/admissionpolicy, run alone, kept 31 % of the 2 cores busy), so four packages run at
+# once on 2 cores and the longest ones are named first: go test starts them in that order, and one
+# that starts last is the tail.
 # What tests keep for a person to look at (the dashboard's browser screenshots) goes to
 # test-artifacts/, which outlives the run.
 REGENT_ARTIFACTS ?= $(CURDIR)/test-artifacts
