@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -193,7 +194,7 @@ func readBounded(r io.Reader, max int64) ([]byte, error) {
 	return b, nil
 }
 
-func transport(opts Options) http.RoundTripper {
+func transport(opts Options) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if opts.CAs != nil {
 		t.TLSClientConfig = &tls.Config{RootCAs: opts.CAs, MinVersion: tls.VersionTLS12}
@@ -206,11 +207,14 @@ func fromHTTPS(ctx context.Context, url string, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &http.Client{Transport: transport(opts), CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	// Every request after the first is a redirect, the same host's included.
+	var sent atomic.Int32
+	guard := newRedirectGuard(req.URL, opts, func(*http.Request) bool { return sent.Add(1) == 1 })
+	c := &http.Client{Transport: guard, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
 		}
-		return checkRedirect(req, via[0].URL, opts)
+		return nil
 	}}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -237,7 +241,8 @@ func fromRegistry(ctx context.Context, ref string, opts Options) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	rt := &redirectGuard{next: transport(opts), origin: &url.URL{Scheme: r.Context().Scheme(), Host: r.Context().RegistryStr()}, opts: opts}
+	origin := &url.URL{Scheme: r.Context().Scheme(), Host: r.Context().RegistryStr()}
+	rt := newRedirectGuard(origin, opts, func(req *http.Request) bool { return req.URL.Host == origin.Host })
 	// Credentials come from the Docker config go-containerregistry finds ($DOCKER_CONFIG): a
 	// PolicyServer's imagePullSecret is mounted there, as Kubewarden does; none is anonymous.
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
