@@ -305,6 +305,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 	waitForReplicas(b, ctx, c, prefix, len(clusters)*roots, began)
 	run.secs = time.Since(began).Seconds()
 	run.rssAtLastReplica = child.PeakRSS()
+	milestone("hub: %d replicas created in %.1f s", len(clusters)*roots, run.secs)
 	if progressive {
 		// REGENT_BENCH_ROLLOUT_BUDGET=s bounds the wait for the rollouts to s seconds after the
 		// last replica appeared: a rollout on 150,000 replicas runs for hours on 2 cores, and the
@@ -335,6 +336,7 @@ func runHub(b *testing.B, ctx context.Context, c client.WithWatch, kubeconfig st
 			return run
 		}
 		run.rolloutSecs = time.Since(began).Seconds()
+		milestone("hub: every root rolled out in %.1f s", run.rolloutSecs)
 	}
 	// Let the hub finish whatever follows the creations, then count its requests.
 	time.Sleep(3 * time.Second)

@@ -72,6 +72,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	})
 	var out rolloutCeiling
 	out.created = time.Since(began).Seconds()
+	milestone("rollout ceiling: %d replicas created in %.1f s", len(versions), out.created)
 
 	turnsCtx, stopTurns := ctx, context.CancelFunc(func() {})
 	if budget > 0 {
@@ -124,6 +125,7 @@ func rolloutLoop(b *testing.B, ctx context.Context, kubeconfig string, clusters 
 	b.Logf("rollout ceiling turns, as a watch saw them: %s", t.summary())
 	out.turnRate = float64(updates.Load()) / time.Since(turnsBegan).Seconds()
 	out.rolledOut = time.Since(began).Seconds()
+	milestone("rollout ceiling: rolled out in %.1f s (out of budget: %t)", out.rolledOut, outOfBudget.Load())
 	if outOfBudget.Load() {
 		out.rolledOut = -1
 	}

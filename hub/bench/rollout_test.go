@@ -254,6 +254,12 @@ func listPaged(ctx context.Context, c client.Reader, replicas client.ListOption,
 	}
 }
 
+// milestone says on stderr, at once, what a run reached: b.Logf holds a benchmark's lines until
+// it ends, and a rollout at 150,000 may be stopped before that.
+func milestone(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().UTC().Format(time.TimeOnly), fmt.Sprintf(format, args...))
+}
+
 func retryAfter(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
