@@ -2,6 +2,7 @@ package capabilities
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -9,9 +10,14 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// maxCacheEntries bounds a cache: policies choose the keys (names, selectors, images), so a
-// policy that asks for many distinct ones must not grow the server's memory without limit.
-const maxCacheEntries = 4096
+// A cache is bounded in entries and in bytes: policies choose the keys (names, selectors,
+// images), and one Kubernetes list can be megabytes, so a policy that asks for many distinct or
+// large answers must not grow the server's memory without limit. Past a bound the answers kept
+// longest go first; an answer larger than the byte bound is served and not kept.
+const (
+	maxCacheEntries = 4096
+	maxCacheBytes   = 32 << 20
+)
 
 // loadTimeout bounds a load shared by several callers: it runs detached from any one caller's
 // deadline, so one impatient request does not fail the others waiting for the same answer.
@@ -23,9 +29,16 @@ type ttlCache struct {
 	ttl    time.Duration
 	clock  clock.PassiveClock
 	flight singleflight.Group
+	// maxEntries and maxBytes are maxCacheEntries and maxCacheBytes but in tests.
+	maxEntries int
+	maxBytes   int64
 
 	mu      sync.Mutex
 	entries map[string]cacheEntry
+	bytes   int64
+	// order is the keys as they were put: with one ttl for all, the oldest put expires first. A
+	// key put again has a record for each put; only the one that matches its entry counts.
+	order []putRecord
 }
 
 type cacheEntry struct {
@@ -33,8 +46,17 @@ type cacheEntry struct {
 	expires time.Time
 }
 
+type putRecord struct {
+	key     string
+	expires time.Time
+}
+
+// entryBytes is what an entry holds: its value, its key (twice: the map's and the order's) and
+// the bookkeeping around them.
+func entryBytes(key string, value []byte) int64 { return int64(len(value) + 2*len(key) + 96) }
+
 func newTTLCache(ttl time.Duration, c clock.PassiveClock) *ttlCache {
-	return &ttlCache{ttl: ttl, clock: c, entries: map[string]cacheEntry{}}
+	return &ttlCache{ttl: ttl, clock: c, maxEntries: maxCacheEntries, maxBytes: maxCacheBytes, entries: map[string]cacheEntry{}}
 }
 
 func (c *ttlCache) get(key string) ([]byte, bool) {
@@ -51,17 +73,45 @@ func (c *ttlCache) put(key string, value []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	if len(c.entries) >= maxCacheEntries {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, k)
-			}
-		}
-		if len(c.entries) >= maxCacheEntries {
-			clear(c.entries)
-		}
+	c.drop(key)
+	if size := entryBytes(key, value); size <= c.maxBytes {
+		expires := now.Add(c.ttl)
+		c.entries[key] = cacheEntry{value: value, expires: expires}
+		c.bytes += size
+		c.order = append(c.order, putRecord{key: key, expires: expires})
 	}
-	c.entries[key] = cacheEntry{value: value, expires: now.Add(c.ttl)}
+	// Expired answers go first, then the oldest until both bounds hold.
+	for len(c.order) > 0 {
+		first := c.order[0]
+		e, current := c.entries[first.key]
+		current = current && e.expires.Equal(first.expires)
+		over := len(c.entries) > c.maxEntries || c.bytes > c.maxBytes
+		if current && now.Before(first.expires) && !over {
+			break
+		}
+		if current {
+			c.drop(first.key)
+		}
+		c.order[0] = putRecord{}
+		c.order = c.order[1:]
+	}
+	if len(c.order) > 2*len(c.entries)+64 {
+		// Mostly records of keys put again (Kubewarden's disable_cache puts on every call):
+		// keep one per entry.
+		c.order = c.order[:0:0]
+		for k, e := range c.entries {
+			c.order = append(c.order, putRecord{key: k, expires: e.expires})
+		}
+		slices.SortFunc(c.order, func(a, b putRecord) int { return a.expires.Compare(b.expires) })
+	}
+}
+
+// drop forgets key's entry; its put records stay until they reach the front of the order.
+func (c *ttlCache) drop(key string) {
+	if e, ok := c.entries[key]; ok {
+		c.bytes -= entryBytes(key, e.value)
+		delete(c.entries, key)
+	}
 }
 
 // fetch answers from the cache, or loads once for every concurrent caller of key and keeps the
