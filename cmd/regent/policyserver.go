@@ -139,6 +139,9 @@ func newPolicyServerCommand() *cobra.Command {
 		"from the leader and verifies; not with --shared-cache")
 	f.StringVar(&lc.AdvertiseAddress, "advertise-address", "", "host or host:port other replicas reach this one at (the pod IP; the port defaults to --addr's):\n"+
 		"where they fetch signed cache entries while this replica leads")
+	f.StringVar(&lc.PeerCAFile, "peer-ca-file", "", "with --signed-cache, the PEM CA bundle the leader's serving certificate must chain to (re-read when it changes);\n"+
+		"with --peer-server-name, a replica fetches only from a leader that proves that name (unset: the leader is not authenticated)")
+	f.StringVar(&lc.PeerServerName, "peer-server-name", "", "the name the leader's certificate must be issued for: the policy server Service's DNS name (the leader is dialled at its pod IP)")
 	f.StringVar(&pullCA, "pull-ca", "", "PEM CA bundle trusted for https:// and registry:// pulls, and for policies' registry lookups")
 	f.StringVar(&verificationConfig, "verification-config", "", "with --lifecycle, Kubewarden's verification-config file (a PolicyServer's verificationConfig ConfigMap):\n"+
 		"only registry modules whose cosign signatures meet it are loaded")

@@ -39,6 +39,9 @@ type env struct {
 	config *rest.Config
 	client client.Client
 	certs  selfsigned.Files
+	// caFile holds the CA of certs: replicas without a shared folder authenticate their leader
+	// with it.
+	caFile string
 }
 
 func newEnv(t *testing.T) *env {
@@ -56,7 +59,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{config: hub.Config, client: c, certs: certs}
+	return &env{config: hub.Config, client: c, certs: certs, caFile: writeFile(t, "serving-ca.crt", certs.CAPEM)}
 }
 
 // policyServer creates the signing Secret a controller would, and returns a shared cache.
@@ -98,6 +101,9 @@ func (e *env) startReplica(t *testing.T, opts Options) *replicaHandle {
 		opts.AdvertiseAddress = ln.Addr().String() // as a pod advertises its IP
 	}
 	opts.Server.CertFile, opts.Server.KeyFile = e.certs.CertFile, e.certs.KeyFile
+	if opts.SignedCache != "" && opts.PeerCAFile == "" {
+		opts.PeerCAFile, opts.PeerServerName = e.caFile, "127.0.0.1" // the name the certificate is issued for
+	}
 	if opts.Pull.FileRoots == nil {
 		// Tests write their modules under the temporary directory: allowed explicitly.
 		opts.Pull.FileRoots = []string{os.TempDir()}

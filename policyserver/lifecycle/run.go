@@ -65,6 +65,11 @@ type Options struct {
 	// IP), written on its replica Lease; without it, no replica can fetch entries from this one
 	// while it leads, and they compile for themselves.
 	AdvertiseAddress string
+	// PeerCAFile is the CA bundle the leader's serving certificate must chain to, and
+	// PeerServerName the name it must be issued for (the Service's DNS name: the leader is
+	// reached at its pod IP). Both or neither; with neither, a replica fetching from the leader
+	// does not authenticate it (the entries are still signed and the requests authorized).
+	PeerCAFile, PeerServerName string
 	// Version names this build in the shared cache (default cache.DefaultVersion()).
 	Version string
 	// Server configures serving; Server.CacheDir is the replica's private compilation cache
@@ -136,6 +141,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if (o.SharedCache == "") == (o.SignedCache == "") {
 		return o, errors.New("policy server lifecycle: exactly one of a shared cache directory and a replica's own signed cache directory is required")
+	}
+	if (o.PeerCAFile == "") != (o.PeerServerName == "") {
+		return o, errors.New("policy server lifecycle: the leader's CA bundle and the name its certificate is issued for go together")
 	}
 	if o.Pull.Timeout <= 0 {
 		o.Pull.Timeout = 2 * time.Minute
@@ -280,7 +288,7 @@ func Run(ctx context.Context, opts Options) error {
 		cache:  cache.Cache{Root: root, Version: opts.Version}, shared: shared, privateDir: opts.Server.CacheDir,
 		log: opts.Logger.WithName("replica"), loaded: map[registry.Key]served{}, failed: map[types.UID]time.Time{},
 		files: newPrivateFiles(opts.Server.CacheDir), waitingSince: map[types.UID]time.Time{},
-		transfers: transfers, transferClient: newTransferClient(),
+		transfers: transfers, transferClient: newTransferClient(opts),
 	}
 	replicaPokes, leaderPokes := make(chan struct{}, 1), make(chan struct{}, 1)
 	var ldr *leader

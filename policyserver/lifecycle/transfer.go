@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,9 +32,10 @@ import (
 // holds it, and that process's Lease (a replica's own, or LeaderAddressLeaseName for the leader
 // workload) carries the address it serves on (its pod IP) and the cache version it builds. A request proves it comes from a replica with an HMAC of what it asks for
 // and when, keyed with the transfer token of the signing Secret, which only the policy server's
-// identities may read; the token itself never travels, so the replica does not need to
-// authenticate the leader's certificate (issued for the Service names, not pod IPs) to keep it:
-// integrity comes from the signatures, authorization from the token.
+// identities may read; the token itself never travels: integrity comes from the signatures,
+// authorization from the token. With Options.PeerCAFile the replica also authenticates the
+// leader's certificate (issued for the Service's names, not pod IPs: transfer_peer.go), so no one
+// on the pod network can stand in for the leader and read what it serves.
 
 // Annotations of a replica Lease.
 const (
@@ -265,12 +265,3 @@ func (r *replica) fetchOnce(ctx context.Context, addr, key string, token []byte,
 // maxEntryBytes bounds a received entry: the module, its compiled code (a few times the module)
 // and the signatures.
 func (r *replica) maxEntryBytes() int64 { return 8 * r.opts.Pull.MaxBytes }
-
-// newTransferClient fetches from a leader at its pod IP. The certificate is not checked against
-// a name (it is issued for the Service's): see the comment at the top of this file.
-func newTransferClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // integrity: signatures; authorization: HMAC
-		Proxy:           nil,                                                                 // pod to pod, never through a proxy
-	}}
-}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubewardenv1 "regent.dev/regent/api/kubewarden/v1"
+	"regent.dev/regent/policyserver/selfsigned"
 )
 
 // Replicas that share no folder: each keeps its own signed cache, filled from the leader over
@@ -25,6 +26,7 @@ func TestLifecycleTransfer(t *testing.T) {
 	t.Run("NoSharedFolder_ReplicasFetchFromTheLeader_ALateAndARestartedReplicaCatchUp", func(t *testing.T) { testTransfer(t, e) })
 	t.Run("TamperedOrTruncatedTransfer_IsRefusedAndFetchedAgain_NeverKept", func(t *testing.T) { testTamperedTransfer(t, e) })
 	t.Run("LeaderKilledMidRollout_TheNextLeaderRepublishesAndFinishes", func(t *testing.T) { testTransferFailover(t, e) })
+	t.Run("ALeaderTheServingCADoesNotVouchFor_IsNotFetchedFrom_TheReplicaCompilesAndSaysWhy", func(t *testing.T) { testUnauthenticatedLeader(t, e) })
 }
 
 // ownRoots are one signed-cache folder per replica, none shared.
@@ -288,5 +290,37 @@ func TestAuthorizeTransfer_OnlyAFreshProofForTheEntryWithTheTokenPasses(t *testi
 	}
 	if err := authorizeTransfer(proof(nil, "k", now), nil, "v1", "k", now); err == nil {
 		t.Error("a Secret without a token authorizes anyone")
+	}
+}
+
+// A replica authenticates the leader it fetches from: one whose certificate the replica's CA
+// bundle did not issue (someone on the pod network standing in for it, or a CA rotated without
+// the bundle) is not asked for entries; the replica compiles the module itself and its report
+// says why. Replicas that trust the CA fetch as before.
+func testUnauthenticatedLeader(t *testing.T, e *env) {
+	const ps = "impostor"
+	e.policyServer(t, ps)
+	roots := ownRoots(t, 3)
+	other, err := selfsigned.Write(t.TempDir(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startReplica(t, Options{PolicyServer: ps, Replica: 0, SignedCache: roots[0], Version: "v1"})
+	eventually(t, "replica 0 leads", func() bool { return strings.HasPrefix(e.leaseHolder(t, LeaderLeaseName(ps)), "0_") })
+	e.startReplica(t, Options{PolicyServer: ps, Replica: 1, SignedCache: roots[1], Version: "v1",
+		PeerCAFile: writeFile(t, "other-ca.crt", other.CAPEM), PeerServerName: "127.0.0.1"})
+	e.startReplica(t, Options{PolicyServer: ps, Replica: 2, SignedCache: roots[2], Version: "v1"})
+
+	g1 := e.createRevision(t, ps, ps, 1, regoSpec(writeFile(t, "i1.rego", regoSource(t, "i1"))))
+	g1 = e.waitRevision(t, g1.Name, "Ready on replica 2 from the leader", func(r *kubewardenv1.PolicyRevision) bool {
+		rs := report(r, 2)
+		return readyOn(2, ReasonLoaded)(r) && strings.Contains(rs.Message, "fetched from the leader")
+	})
+	g1 = e.waitRevision(t, g1.Name, "Ready on replica 1, compiled by itself", readyOn(1, ReasonCompiledLocally))
+	if msg := report(g1, 1).Message; !strings.Contains(msg, "certificate") || !strings.Contains(msg, "compiled by this replica") {
+		t.Errorf("replica 1 says %q; want the leader's certificate named as the reason it compiled", msg)
+	}
+	if hasEntry(roots[1], g1.Status.CacheKey) {
+		t.Errorf("replica 1 kept entry %s from a leader it could not authenticate", g1.Status.CacheKey)
 	}
 }

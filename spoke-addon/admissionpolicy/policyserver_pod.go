@@ -139,6 +139,11 @@ func policyServerArgs(ps *kubewardenv1.PolicyServer, namespace, role string) []s
 	if ps.Spec.SigstoreTrustConfig != "" {
 		args = append(args, "--sigstore-trust-config="+sigstoreTrustMount+"/"+signatures.TrustConfigMapKey)
 	}
+	if !sharedCache(ps) {
+		// Replicas fetch signed entries from the leader at its pod IP: they authenticate it by
+		// the serving CA and the Service's name its certificate is issued for.
+		args = append(args, "--peer-ca-file="+servingCAMount+"/"+caBundleKey, "--peer-server-name="+servingHosts(ps.Name, namespace, nil)[0])
+	}
 	return append(args, cacheFlag, "--cache-dir="+workMount+"/private",
 		"--advertise-address=$(POD_IP)",
 		fmt.Sprintf("--addr=:%d", ServicePort), fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
@@ -167,6 +172,14 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(cacheSize.DeepCopy())}}})
 	default:
 		// The StatefulSet's claim template "cache" gives each replica its own volume.
+	}
+	if !sharedCache(ps) {
+		// The serving CA bundle, which certrotation keeps current through CA rotations. Optional,
+		// so a bundle not written yet delays no pod: a replica then compiles what the leader
+		// cannot be authenticated to send, and says why on the revision.
+		volumes = append(volumes, corev1.Volume{Name: servingCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: caBundleName(ps.Name)}, Optional: ptr.To(true),
+			Items: []corev1.KeyToPath{{Key: caBundleKey, Path: caBundleKey}}}}})
 	}
 	if ps.Spec.VerificationConfig != "" {
 		// Kubewarden's layout: the ConfigMap, in the policy server's namespace, holds the
@@ -232,6 +245,10 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 			Volumes: volumes,
 		},
 	}
+	if !sharedCache(ps) {
+		c := &pod.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: servingCAVolume, MountPath: servingCAMount, ReadOnly: true})
+	}
 	if ps.Spec.VerificationConfig != "" {
 		c := &pod.Spec.Containers[0]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: verificationVolume, MountPath: verificationMount, ReadOnly: true})
@@ -243,6 +260,12 @@ func statefulSetPod(ps *kubewardenv1.PolicyServer, namespace string, labels map[
 	applyUserSettings(ps, &pod)
 	return pod
 }
+
+// servingCAVolume holds the serving CA bundle ConfigMap, at servingCAMount.
+const (
+	servingCAVolume = "serving-ca"
+	servingCAMount  = "/serving-ca"
+)
 
 // verificationVolume holds a PolicyServer's verificationConfig ConfigMap, at verificationMount.
 const (

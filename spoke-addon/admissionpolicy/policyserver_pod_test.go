@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -142,5 +143,26 @@ func assertPod(t *testing.T, sts *appsv1.StatefulSet, cacheFlag string) {
 		if mounts[path] == "" {
 			t.Errorf("%s: nothing mounted at %s (%v)", sts.Name, path, mounts)
 		}
+	}
+
+	// Without a shared folder a replica fetches from the leader at its pod IP, and authenticates
+	// it by the serving CA bundle and the Service's name.
+	peerArgs := []string{"--peer-ca-file=/serving-ca/ca-bundle.crt", "--peer-server-name=" + sts.Name + "." + sts.Namespace + ".svc"}
+	bundle := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		cm := v.ConfigMap
+		return v.Name == mounts["/serving-ca"] && cm != nil && cm.Name == sts.Name+"-ca-bundle" && ptr.Deref(cm.Optional, false) &&
+			len(cm.Items) == 1 && cm.Items[0].Key == "ca-bundle.crt"
+	})
+	if cacheFlag == "--signed-cache=/cache" {
+		for _, arg := range peerArgs {
+			if !slices.Contains(ctr.Args, arg) {
+				t.Errorf("%s: args %v lack %s", sts.Name, ctr.Args, arg)
+			}
+		}
+		if !bundle {
+			t.Errorf("%s: the serving CA bundle is not mounted at /serving-ca from the optional ConfigMap %s-ca-bundle: %v, %+v", sts.Name, sts.Name, mounts, pod.Volumes)
+		}
+	} else if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--peer-") }) || bundle {
+		t.Errorf("%s: a shared folder needs no leader authentication, args %v", sts.Name, ctr.Args)
 	}
 }
