@@ -111,7 +111,7 @@ func awaitRolledOut(b *testing.B, ctx context.Context, c client.WithWatch, ns, n
 	one := []client.ListOption{client.InNamespace(ns), client.MatchingFields{"metadata.name": name}}
 	for {
 		list := &policyv1.PolicyList{}
-		if err := c.List(ctx, list, one...); err != nil {
+		if err := retrying(ctx, "list a root", func() error { return c.List(ctx, list, one...) }); err != nil {
 			if ctx.Err() != nil {
 				return false
 			}
@@ -127,7 +127,8 @@ func awaitRolledOut(b *testing.B, ctx context.Context, c client.WithWatch, ns, n
 			if ctx.Err() != nil {
 				return false
 			}
-			b.Fatal(err)
+			retryAfter(ctx, "watch a root", err) // then list again
+			continue
 		}
 		done := false
 		for ev := range w.ResultChan() {
@@ -159,7 +160,10 @@ func rolledOut(b *testing.B, ctx context.Context, c client.Client, root *policyv
 		return false
 	}
 	list := &policyv1.PolicyList{}
-	if err := c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: root.Namespace + "." + root.Name}); err != nil {
+	// A saturated apiserver may time a list out: a run of an hour must not end on one.
+	if err := retrying(ctx, "list a root's replicas", func() error {
+		return c.List(ctx, list, client.MatchingLabels{propagator.RootPolicyLabel: root.Namespace + "." + root.Name})
+	}); err != nil {
 		if ctx.Err() != nil {
 			return false
 		}

@@ -482,7 +482,7 @@ func waitForReplicas(b *testing.B, ctx context.Context, c client.WithWatch, pref
 	for len(seen) < want {
 		if rv == "" {
 			list := &policyv1.PolicyList{}
-			if err := c.List(ctx, list, client.HasLabels{propagator.RootPolicyLabel}); err != nil {
+			if err := retrying(ctx, "list the replicas", func() error { return c.List(ctx, list, client.HasLabels{propagator.RootPolicyLabel}) }); err != nil {
 				b.Fatal(err)
 			}
 			for i := range list.Items {
@@ -496,7 +496,8 @@ func waitForReplicas(b *testing.B, ctx context.Context, c client.WithWatch, pref
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
 			cancel()
-			b.Fatal(err)
+			retryAfter(ctx, "watch the replicas", err)
+			continue
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
