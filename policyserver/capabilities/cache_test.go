@@ -107,3 +107,23 @@ func TestTTLCache_BoundedInEntries_ExpiredAnswersGoFirst(t *testing.T) {
 		t.Fatalf("%d entries; the oldest (b) should have gone", len(c.entries))
 	}
 }
+
+// BenchmarkTTLCache_Put is a host call with Kubewarden's disable_cache (a put of one key on every
+// call) and a miss that fills the cache (a new key each time, past the entry bound).
+func BenchmarkTTLCache_Put(b *testing.B) {
+	value := bytes.Repeat([]byte{'x'}, 512)
+	b.Run("same_key", func(b *testing.B) {
+		c := newTTLCache(time.Minute, clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)))
+		for b.Loop() {
+			c.put("namespaces/shop", value)
+		}
+	})
+	b.Run("new_keys", func(b *testing.B) {
+		c := newTTLCache(time.Minute, clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)))
+		i := 0
+		for b.Loop() {
+			c.put(fmt.Sprint("pods/", i), value)
+			i++
+		}
+	})
+}
