@@ -29,6 +29,10 @@ var (
 		Name: "regent_propagator_root_status_held_total",
 		Help: "Root policy status changes held back because they were only clusters' answers and turns of a rollout in progress, which the replicas carry; they are written within --root-status-interval, or with the next change that cannot wait.",
 	})
+	answers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regent_propagator_replica_answers_total",
+		Help: "Clusters' answers (replica status updates) by what they set off: a reconcile of the root now (a turn completed), after the event batch (a failure, the root's compliance), held for the root's status interval (a status line only), or ignored (the same result again).",
+	}, []string{"route"})
 	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_policy_cache_relists_total",
 		Help: "Times the hub's Policy cache began taking objects out of version order (its first list, a relist after its watch ended, a resync); replica writes it passed wait until it settles.",
@@ -36,7 +40,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, cacheRelists)
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, answers, cacheRelists)
 }
 
 var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,

@@ -68,6 +68,8 @@ type Reconciler struct {
 	statusWrites rootVersions
 	// pace holds answers and turns back from a progressing root's status between writes.
 	pace statusPace
+	// answers routes clusters' answers by what each root's last plan waits for.
+	answers answerGate
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
@@ -82,6 +84,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	began := time.Now()
 	defer func() { reconcileSeconds.Observe(time.Since(began).Seconds()) }()
 
+	// A reconcile that plans nothing leaves its root's answers to the batch.
+	planned := false
+	defer func() {
+		if !planned {
+			r.answers.forget(req.NamespacedName)
+		}
+	}()
 	root := &policyv1.Policy{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, root); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -157,7 +166,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if held > 0 && (after == 0 || held < after) {
 		after = held
 	}
+	if r.replicaIndex != nil {
+		planned = true
+		if r.answers.record(req.NamespacedName, root, plan, r.answerHold(plan), r.currentReplica(ReplicaName(root))) &&
+			(after == 0 || after > replicaEventBatch) {
+			after = replicaEventBatch
+		}
+	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// answerHold is how long a cluster's answer that changes only its line of the root's status may
+// wait: the status interval while the rollout progresses (the status holds such a line that long
+// anyway), none otherwise.
+func (r *Reconciler) answerHold(p plan) time.Duration {
+	if p.decision.Aggregate != policyv1.RolloutProgressing {
+		return 0
+	}
+	return statusInterval(r.StatusInterval, len(p.decision.Clusters))
 }
 
 // read gathers, from the cache, everything decide needs.

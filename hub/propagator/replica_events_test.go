@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -23,7 +25,7 @@ func TestReplicaEvents_ABurstOfOneRootsReplicaEventsIsOneReconcile(t *testing.T)
 		return &policyv1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: root,
 			Labels: map[string]string{RootPolicyLabel: root}}}
 	}
-	h := replicaEvents()
+	h := (&Reconciler{}).replicaEvents()
 	ctx := context.Background()
 	h.Create(ctx, event.CreateEvent{Object: replica("c100", "team.p")}, q)
 	if n := q.Len(); n != 0 {
@@ -50,5 +52,31 @@ func TestReplicaEvents_ABurstOfOneRootsReplicaEventsIsOneReconcile(t *testing.T)
 	}
 	if n := q.Len(); n != 0 {
 		t.Fatalf("%d more reconciles queued after the burst's one per root", n)
+	}
+}
+
+// The handler routes an answer as the gate says: the last answer of a turn queues its root at
+// once, one that only changes a line of a progressing root's status waits for the status interval.
+func TestReplicaEvents_TheLastAnswerOfATurnQueuesItsRootAtOnce(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	r := &Reconciler{}
+	f := newGateFixture(clusterv1alpha1.ProgressivePerGroup, policyv1.Enforce)
+	f.recordIn(&r.answers, time.Hour)
+	h := r.replicaEvents()
+	ctx := context.Background()
+	for _, c := range []string{"a", "b"} {
+		h.Update(ctx, event.UpdateEvent{ObjectOld: f.cache[c], ObjectNew: f.answered(c, policyv1.Compliant)}, q)
+	}
+	time.Sleep(2 * replicaEventBatch)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("%d reconciles queued within the batch by answers that only change status lines held for an hour", n)
+	}
+	h.Update(ctx, event.UpdateEvent{ObjectOld: f.cache["c"], ObjectNew: f.answered("c", policyv1.Compliant)}, q)
+	if n := q.Len(); n != 1 {
+		t.Fatalf("the turn's last answer queued %d reconciles at once, want 1", n)
+	}
+	if req, _ := q.Get(); req.NamespacedName != f.key {
+		t.Fatalf("queued %s, want %s", req, f.key)
 	}
 }

@@ -79,6 +79,20 @@ func (s *statusPace) wait(root types.NamespacedName, every time.Duration, now ti
 	return max(since.Add(every).Sub(now), 0)
 }
 
+// holding says an answer the root's status will hold came at now (replica_answers.go): the
+// interval counts from it when nothing was held before.
+func (s *statusPace) holding(root types.NamespacedName, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.since[root]; ok {
+		return
+	}
+	if s.since == nil {
+		s.since = map[types.NamespacedName]time.Time{}
+	}
+	s.since[root] = now
+}
+
 // forget says the root's status was written (or the root is gone): nothing is held any more.
 func (s *statusPace) forget(root types.NamespacedName) {
 	s.mu.Lock()

@@ -54,7 +54,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("root-policy").
 		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
-		WatchesRawSource(source.Kind(r.replicaCache(mgr), client.Object(&policyv1.Policy{}), replicaEvents(), replicas)).
+		WatchesRawSource(source.Kind(r.replicaCache(mgr), client.Object(&policyv1.Policy{}), r.replicaEvents(), replicas)).
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.decisionToRoots)).
