@@ -99,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The root is gone: so are its replicas.
 		r.retries.forget(req.NamespacedName)
 		r.statusWrites.forget(req.NamespacedName)
-		r.pace.forget(req.NamespacedName)
+		r.pace.gone(req.NamespacedName)
 		r.Planner.Forget(req.Namespace + "/" + req.Name)
 		return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
 	}
@@ -144,7 +144,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// root and wait for an edit rather than retrying.
 		return ctrl.Result{}, r.reportProblem(ctx, root, "InvalidRolloutStrategy", err)
 	}
-	held, err := r.writeRootStatus(ctx, root, plan)
+	lines := 0
+	if plan.decision.Aggregate == policyv1.RolloutProgressing {
+		lines = len(plan.decision.Clusters)
+	}
+	every := r.pace.progress(req.NamespacedName, lines, r.StatusInterval)
+	held, err := r.writeRootStatus(ctx, root, plan, every)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -168,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if r.replicaIndex != nil {
 		planned = true
-		if r.answers.record(req.NamespacedName, root, plan, r.answerHold(plan), r.currentReplica(ReplicaName(root))) &&
+		if r.answers.record(req.NamespacedName, root, plan, answerHold(plan, every), r.currentReplica(ReplicaName(root))) &&
 			(after == 0 || after > replicaEventBatch) {
 			after = replicaEventBatch
 		}
@@ -177,13 +182,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // answerHold is how long a cluster's answer that changes only its line of the root's status may
-// wait: the status interval while the rollout progresses (the status holds such a line that long
-// anyway), none otherwise.
-func (r *Reconciler) answerHold(p plan) time.Duration {
+// wait: the status interval every while the rollout progresses (the status holds such a line
+// that long anyway), none otherwise.
+func answerHold(p plan, every time.Duration) time.Duration {
 	if p.decision.Aggregate != policyv1.RolloutProgressing {
 		return 0
 	}
-	return statusInterval(r.StatusInterval, len(p.decision.Clusters))
+	return every
 }
 
 // read gathers, from the cache, everything decide needs.
@@ -240,16 +245,16 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 // not run (statusWrites); nothing else writes a root's status, and spec edits do not touch it. A
 // decision computed just before a user's edit is one the hub could as well have taken just before
 // it; the edit's own event recomputes the status. A change the replicas carry too (clusters'
-// answers and turns of a rollout in progress) may be held back (root_status_pace.go): the
-// replicas are then written first, and held is when to write the status.
-func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan) (held time.Duration, err error) {
+// answers and turns of a rollout in progress) may be held back for every (root_status_pace.go):
+// the replicas are then written first, and held is when to write the status.
+func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan, every time.Duration) (held time.Duration, err error) {
 	status := rootStatusFor(root, p)
 	key := client.ObjectKeyFromObject(root)
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		r.pace.forget(key)
 		return 0, nil
 	}
-	if every := statusInterval(r.StatusInterval, len(status.Status)); every > 0 && holdable(&root.Status, status, clocksOf(root)) {
+	if every > 0 && holdable(&root.Status, status, clocksOf(root)) {
 		if held = r.pace.wait(key, every, time.Now()); held > 0 {
 			statusHeld.Inc()
 			return held, nil

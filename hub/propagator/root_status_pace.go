@@ -16,18 +16,22 @@ import (
 const DefaultStatusInterval = 5 * time.Second
 
 // A status write costs the apiserver ~0.1 ms of CPU per line (~300 ms at 3,000 clusters,
-// Session 21), so a root's interval grows with its lines: at 10 ms a line, each root's writes
-// during a rollout take at most ~1% of an apiserver core, whatever its size, and its status
-// lags its replicas by at most 10 ms per cluster (30 s at 3,000), up to maxStatusInterval. At
-// 3,000 clusters × 10 roots the turns then ran 1.15–1.32× the rollout ceiling's time instead of
-// 1.51× at a flat 5 s (docs/benchmarks.md, Session 24).
+// Session 21; ~480 ms beside 20 such roots, Session 27), so the interval grows with the lines of
+// every root whose rollout progresses: at 10 ms a line, the hub's root status writes during
+// rollouts take at most ~1% of an apiserver core, whatever the number and size of its roots, and
+// a status lags its replicas by at most 10 ms per progressing line (30 s for one root of 3,000),
+// up to maxStatusInterval. At 3,000 clusters × 10 roots the turns then ran 1.15–1.32× the rollout
+// ceiling's time instead of 1.51× at a flat 5 s (docs/benchmarks.md, Session 24); counting every
+// root's lines rather than each root's own halved the status writes of 20 such roots
+// (Session 27).
 const (
 	statusIntervalPerLine = 10 * time.Millisecond
 	maxStatusInterval     = time.Minute
 )
 
-// statusInterval is how long a root of lines clusters may hold changes back, given the
-// configured interval (0: DefaultStatusInterval; negative: never).
+// statusInterval is how long a progressing root may hold changes back when the roots whose
+// rollouts progress have lines status lines in all, given the configured interval (0:
+// DefaultStatusInterval; negative: never).
 func statusInterval(configured time.Duration, lines int) time.Duration {
 	switch {
 	case configured < 0:
@@ -60,6 +64,32 @@ func statusInterval(configured time.Duration, lines int) time.Duration {
 type statusPace struct {
 	mu    sync.Mutex
 	since map[types.NamespacedName]time.Time
+	// lines are the status lines of each root whose rollout progresses, total their sum.
+	lines map[types.NamespacedName]int
+	total int
+}
+
+// progress records the status lines of root, 0 when its rollout does not progress, and returns
+// the interval of the progressing roots as they now are.
+func (s *statusPace) progress(root types.NamespacedName, lines int, configured time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total += lines - s.lines[root]
+	if lines > 0 {
+		if s.lines == nil {
+			s.lines = map[types.NamespacedName]int{}
+		}
+		s.lines[root] = lines
+	} else {
+		delete(s.lines, root)
+	}
+	return statusInterval(configured, s.total)
+}
+
+// gone forgets a deleted root.
+func (s *statusPace) gone(root types.NamespacedName) {
+	s.progress(root, 0, 0)
+	s.forget(root)
 }
 
 // wait is how long a root's holdable status change must still be held, zero when it is due.

@@ -1,6 +1,7 @@
 package propagator
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -135,6 +136,35 @@ func TestStatusInterval_GrowsWithTheRootsLinesFromTheConfiguredOne(t *testing.T)
 	} {
 		if got := statusInterval(c.configured, c.lines); got != c.want {
 			t.Errorf("statusInterval(%v, %d lines) = %v, want %v", c.configured, c.lines, got, c.want)
+		}
+	}
+}
+
+// The interval counts the lines of every root whose rollout progresses: twenty roots of 3,000
+// clusters cost the apiserver twenty times one root's writes at one root's interval.
+func TestStatusPace_TheIntervalCountsEveryProgressingRootsLines(t *testing.T) {
+	var s statusPace
+	a, b := types.NamespacedName{Namespace: "team", Name: "a"}, types.NamespacedName{Namespace: "team", Name: "b"}
+	steps := []struct {
+		name string
+		step func() time.Duration
+		want time.Duration
+	}{
+		{"a alone, 2,000 lines", func() time.Duration { return s.progress(a, 2000, 0) }, 20 * time.Second},
+		{"b progresses too, 1,000 lines", func() time.Duration { return s.progress(b, 1000, 0) }, 30 * time.Second},
+		{"a grows to 3,000 lines", func() time.Duration { return s.progress(a, 3000, 0) }, 40 * time.Second},
+		{"a's rollout ends", func() time.Duration { return s.progress(a, 0, 0) }, 10 * time.Second},
+		{"b is deleted", func() time.Duration { s.gone(b); return s.progress(a, 0, 0) }, DefaultStatusInterval},
+		{"six roots of 3,000: at most a minute", func() time.Duration {
+			for i := range 6 {
+				s.progress(types.NamespacedName{Namespace: "team", Name: fmt.Sprint(i)}, 3000, 0)
+			}
+			return s.progress(a, 0, 0)
+		}, time.Minute},
+	}
+	for _, st := range steps {
+		if got := st.step(); got != st.want {
+			t.Errorf("%s: interval %v, want %v", st.name, got, st.want)
 		}
 	}
 }
