@@ -73,12 +73,23 @@ func (c *ttlCache) put(key string, value []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	c.drop(key)
 	if size := entryBytes(key, value); size <= c.maxBytes {
 		expires := now.Add(c.ttl)
+		// Replaced in place: a delete and an insert of the same key cost more than the put.
+		if old, ok := c.entries[key]; ok {
+			c.bytes -= entryBytes(key, old.value)
+		}
 		c.entries[key] = cacheEntry{value: value, expires: expires}
 		c.bytes += size
-		c.order = append(c.order, putRecord{key: key, expires: expires})
+		if n := len(c.order); n > 0 && c.order[n-1].key == key {
+			// The same key again (Kubewarden's disable_cache puts on every call): its record is
+			// the newest already, and moving its expiry keeps the order sorted.
+			c.order[n-1].expires = expires
+		} else {
+			c.order = append(c.order, putRecord{key: key, expires: expires})
+		}
+	} else {
+		c.drop(key)
 	}
 	// Expired answers go first, then the oldest until both bounds hold.
 	for len(c.order) > 0 {

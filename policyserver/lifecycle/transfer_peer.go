@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -18,26 +17,34 @@ import (
 type peerCheck struct {
 	caFile, name string
 
-	mu    sync.Mutex
-	pem   []byte
+	mu sync.Mutex
+	// read is the file as stat saw it when roots were read from it: a handshake whose stat finds
+	// the same file unchanged (same inode, size and modification time) skips the read. A mounted
+	// ConfigMap is replaced by a new file, not written in place.
+	read  os.FileInfo
 	roots *x509.CertPool
 }
 
 func (p *peerCheck) pool() (*x509.CertPool, error) {
-	b, err := os.ReadFile(p.caFile)
+	fi, err := os.Stat(p.caFile)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.roots != nil && bytes.Equal(b, p.pem) {
+	if p.roots != nil && os.SameFile(fi, p.read) && fi.Size() == p.read.Size() && fi.ModTime().Equal(p.read.ModTime()) {
 		return p.roots, nil
+	}
+	// Stat before the read: a file replaced in between is read again at the next handshake.
+	b, err := os.ReadFile(p.caFile)
+	if err != nil {
+		return nil, err
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(b) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", p.caFile)
 	}
-	p.pem, p.roots = b, roots
+	p.read, p.roots = fi, roots
 	return roots, nil
 }
 
