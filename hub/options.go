@@ -44,10 +44,12 @@ type Options struct {
 	// status what its replicas also carry: clusters' answers (their compliance, a success) and
 	// turns, so that a root's turns and answers make about one status write an interval rather
 	// than one or more each. A success while a soak time counts, a turn while a progress deadline
-	// counts, a failure and the rollout's end are written at once. It is the least interval: a
-	// root's grows by 10 ms per cluster (30 s at 3,000), up to a minute, since its status costs
-	// the apiserver in proportion. propagator.DefaultStatusInterval when zero; negative writes
-	// every change at once.
+	// counts, a failure and the rollout's end are written at once. It is the least interval: it
+	// grows by 10 ms per cluster of every root whose rollout progresses (30 s for one root of
+	// 3,000, a minute for two or more), up to a minute, since status writes cost the apiserver in
+	// proportion. A cluster's answer that only changes its line then waits as long before its
+	// root is reconciled. propagator.DefaultStatusInterval when zero; negative writes every change
+	// at once.
 	RootStatusInterval time.Duration
 	// Clock is the rollout clock (soak time, deadlines); the real clock when nil.
 	Clock clock.Clock

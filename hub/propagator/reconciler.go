@@ -57,7 +57,7 @@ type Reconciler struct {
 	MaxReplicatedBytes int64
 	// StatusInterval is how long a rollout in progress may hold clusters' answers and turns back from its
 	// root's status (root_status_pace.go), at least: DefaultStatusInterval when zero, never when
-	// negative; a larger root's status waits longer (statusInterval).
+	// negative; the more lines the progressing roots have, the longer (statusInterval).
 	StatusInterval time.Duration
 
 	expect  expectations
