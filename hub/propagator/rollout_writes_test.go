@@ -138,6 +138,10 @@ func TestHubWrites_AStatusWrittenForAnEarlierVersionIsRemoved(t *testing.T) {
 		return rep.Status.RolloutStatus == policyv1.RolloutSucceeded && c != nil && c.ObservedGeneration == rep.Generation &&
 			rep.EffectiveRolloutStatus() == policyv1.RolloutSucceeded, fmt.Sprintf("status %+v", rep.Status)
 	})
+	// The test can read the write before the hub's client has its answer and counts it.
+	e.eventually("the status write counted", func() (bool, string) {
+		return len(q.matching("/namespaces/"+c1+"/policies/", "/status", "PATCH")) > 0, "not yet"
+	})
 	if got := q.matching("/namespaces/"+c1+"/policies/", "/status", "PATCH"); len(got) != 1 {
 		t.Errorf("rollout status writes %v, want one apply", got)
 	}
