@@ -144,11 +144,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// root and wait for an edit rather than retrying.
 		return ctrl.Result{}, r.reportProblem(ctx, root, "InvalidRolloutStrategy", err)
 	}
-	lines := 0
+	// While the rollout progresses, its status may hold answers back for every; so may an
+	// answer's route (hold), which waits for nothing otherwise.
+	lines, hold := 0, time.Duration(0)
 	if plan.decision.Aggregate == policyv1.RolloutProgressing {
 		lines = len(plan.decision.Clusters)
 	}
 	every := r.pace.progress(req.NamespacedName, lines, r.StatusInterval)
+	if lines > 0 {
+		hold = every
+	}
 	held, err := r.writeRootStatus(ctx, root, plan, every)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -173,22 +178,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if r.replicaIndex != nil {
 		planned = true
-		if r.answers.record(req.NamespacedName, root, plan, answerHold(plan, every), r.currentReplica(ReplicaName(root))) &&
+		if r.answers.record(req.NamespacedName, root, plan, hold, r.currentReplica(ReplicaName(root))) &&
 			(after == 0 || after > replicaEventBatch) {
 			after = replicaEventBatch
 		}
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
-}
-
-// answerHold is how long a cluster's answer that changes only its line of the root's status may
-// wait: the status interval every while the rollout progresses (the status holds such a line
-// that long anyway), none otherwise.
-func answerHold(p plan, every time.Duration) time.Duration {
-	if p.decision.Aggregate != policyv1.RolloutProgressing {
-		return 0
-	}
-	return every
 }
 
 // read gathers, from the cache, everything decide needs.

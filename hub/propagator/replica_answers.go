@@ -140,10 +140,10 @@ func (g *answerGate) record(key types.NamespacedName, root *policyv1.Policy, p p
 	strategy, mode := strategyOf(root)
 	w := &awaited{turns: map[string]string{}, hold: hold, informs: mode == rollout.InformAsIs,
 		everySuccess: mode == rollout.Progressive && strategy.Type == clusterv1alpha1.Progressive}
-	planned := counter{}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := counter{}
+	// now counts the results the cache holds, planned those the plan read.
+	var now, planned counter
 	inTurn := 0
 	for name, c := range p.decision.Clusters {
 		hash := p.hash[p.desired[name]]
