@@ -141,7 +141,7 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 	if err := r.Client.Update(ctx, want); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
+	r.updated(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }

@@ -70,6 +70,8 @@ type Reconciler struct {
 	pace statusPace
 	// answers routes clusters' answers by what each root's last plan waits for.
 	answers answerGate
+	// echoes tell the watch events of the hub's own replica updates, which reconcile nothing.
+	echoes replicaEchoes
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
