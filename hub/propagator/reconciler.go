@@ -174,6 +174,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		retry = writeRetryMin
 	}
 	retry = r.expect.recheck(out.waiting, retry)
+	if r.echoes.missedFor(ReplicaName(root)) && (retry == 0 || retry > replicaEventBatch) {
+		// An event taken for a write's echo was another version: it is read now.
+		retry = replicaEventBatch
+	}
 	after := requeueAfter(plan.decision.RecheckAfter, retry)
 	if held > 0 && (after == 0 || held < after) {
 		after = held

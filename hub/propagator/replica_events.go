@@ -82,7 +82,7 @@ func (r *Reconciler) echo(old, updated client.Object, reqs []reconcile.Request) 
 	if from := replicaToRoot(context.Background(), old); len(from) != 1 || from[0] != reqs[0] {
 		return false
 	}
-	return r.echoes.echo(client.ObjectKeyFromObject(updated), updated.GetResourceVersion())
+	return r.echoes.echo(client.ObjectKeyFromObject(updated), old.GetResourceVersion(), updated.GetResourceVersion())
 }
 
 // cachedOf is a replica as the hub's replica cache holds it; a cache without the hub's transform

@@ -2,11 +2,14 @@ package propagator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -192,4 +195,50 @@ func TestReplicaEvents_AnEchoAReconcileCountsOnStillQueuesItsRoot(t *testing.T) 
 			t.Fatalf("the echo that came while a reconcile read the cache queued %d reconciles, want 1", n)
 		}
 	})
+}
+
+// An update conditioned on the cached version is known as soon as it is sent: an echo that
+// outruns the update's answer is dropped too, and the root is reconciled again only when the event
+// taken for it was another version (a conflicting write, a relist past it).
+func TestReplicaEvents_AnEchoThatOutrunsItsUpdatesAnswerIsDroppedToo(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "policies"}, "team.p", errors.New("modified"))
+	for _, tc := range []struct {
+		name     string
+		from, to string // the event while the update is in flight
+		after    string // the update's answer; "" for a conflict
+		dropped  bool
+		missed   bool
+	}{
+		{name: "the update's own", from: "4", to: "5", after: "5", dropped: true},
+		{name: "a write that made it conflict", from: "4", to: "5", dropped: true, missed: true},
+		{name: "a relist past it", from: "4", to: "9", after: "5", dropped: true, missed: true},
+		{name: "from an older version", from: "3", to: "4", after: "5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newEchoFixture(t)
+			f.r.echoes.sending(f.key, "4")
+			if n := f.queued(tc.from, tc.to); (n == 0) != tc.dropped {
+				t.Fatalf("the event %s→%s queued %d reconciles; dropped: %v, want %v", tc.from, tc.to, n, n == 0, tc.dropped)
+			}
+			var err error
+			if tc.after == "" {
+				err = conflict
+			}
+			f.r.echoes.sent(f.key, tc.after, err)
+			if got := f.r.echoes.missedFor(f.key.Name); got != tc.missed {
+				t.Fatalf("missed %v, want %v: the root must be read again exactly when the event dropped was not the update", got, tc.missed)
+			}
+			if f.r.echoes.missedFor(f.key.Name) {
+				t.Fatal("missedFor said so twice")
+			}
+			if !tc.dropped {
+				if n := f.queued("4", "5"); n != 0 {
+					t.Fatalf("the update's echo after an older event queued %d reconciles, want none", n)
+				}
+			}
+			if f.r.echoes.m != nil {
+				t.Fatalf("echoes still held after the update's answer and echo: %v", f.r.echoes.m)
+			}
+		})
+	}
 }

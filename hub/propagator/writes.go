@@ -194,15 +194,10 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 		writes.WithLabelValues("create", "policies").Inc()
 		return want.Generation, nil
 	}
-	// Update with the cached resourceVersion: an edit the cache has not seen yet fails with a
-	// conflict and the reconcile is retried with fresh data rather than overwriting blindly.
-	want.ResourceVersion = existing.resourceVersion
 	want.Status = existing.status()
-	if err := r.Client.Update(ctx, want); err != nil {
+	if err := r.update(ctx, want, existing.resourceVersion); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.updated(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
-	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }
 
@@ -340,8 +335,26 @@ func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, clu
 	return nil
 }
 
-// updated records the hub's update of an existing replica key from version before to after: the
-// cache's progress waits for it (expectations), and its echo reconciles nothing (replicaEchoes).
+// update sends want, an update of an existing replica conditioned on the version before the cache
+// shows: an edit the cache has not seen yet fails with a conflict, and the reconcile is retried
+// with fresh data rather than overwriting blindly. Its echo reconciles nothing (replicaEchoes).
+func (r *Reconciler) update(ctx context.Context, want *policyv1.Policy, before string) error {
+	key := client.ObjectKeyFromObject(want)
+	want.ResourceVersion = before
+	r.echoes.sending(key, before)
+	err := r.Client.Update(ctx, want)
+	r.echoes.sent(key, want.ResourceVersion, err)
+	if err != nil {
+		return err
+	}
+	r.expect.wrote(key, before, want.ResourceVersion)
+	writes.WithLabelValues("update", "policies").Inc()
+	return nil
+}
+
+// updated records the hub's write of an existing replica key without a precondition, from
+// version before to after: the cache's progress waits for it (expectations), and its echo
+// reconciles nothing (replicaEchoes).
 func (r *Reconciler) updated(key types.NamespacedName, before, after string) {
 	r.expect.wrote(key, before, after)
 	r.echoes.wrote(key, after)
