@@ -20,6 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
@@ -108,9 +110,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isReplica(root) {
 		return ctrl.Result{}, nil
 	}
-	if r.statusWrites.behind(req.NamespacedName, root.ResourceVersion) {
-		// The cache has not seen this hub's last status patch: its watch event requeues the root.
-		return ctrl.Result{}, nil
+	if behind, err := r.awaitEcho(ctx, req.NamespacedName, root); behind || err != nil {
+		return ctrl.Result{}, err
 	}
 	if refused, err := r.refuseRootInClusterNamespace(ctx, root); refused || err != nil {
 		return ctrl.Result{}, err
@@ -190,6 +191,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// awaitEcho says whether the cached root predates the hub's last status patch of it: the patch's
+// echo then requeues it. The echo is marked awaited before the root is read again, so an echo
+// the predicate dropped before the mark is in the cache by the second read.
+func (r *Reconciler) awaitEcho(ctx context.Context, key types.NamespacedName, root *policyv1.Policy) (bool, error) {
+	if !r.statusWrites.behind(key, root.ResourceVersion) {
+		return false, nil
+	}
+	r.statusWrites.awaited(key)
+	if err := r.Reader.Get(ctx, key, root); err != nil {
+		return false, fmt.Errorf("get root policy %s: %w", key, err)
+	}
+	return r.statusWrites.behind(key, root.ResourceVersion), nil
+}
+
+// rootEchoes drops the echoes of the hub's own root status patches (rootVersions).
+func (r *Reconciler) rootEchoes() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if r.statusWrites.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion()) {
+			ownEchoes.WithLabelValues("root").Inc()
+			return false
+		}
+		return true
+	}}
 }
 
 // read gathers, from the cache, everything decide needs.

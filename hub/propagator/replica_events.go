@@ -39,7 +39,7 @@ func (r *Reconciler) replicaEvents() handler.EventHandler {
 		before, after := cachedOf(old), cachedOf(updated)
 		reqs := replicaToRoot(context.Background(), updated)
 		if r.echo(old, updated, reqs) {
-			ownEchoes.Inc()
+			ownEchoes.WithLabelValues("replica").Inc()
 			return
 		}
 		if before == nil || after == nil || len(reqs) != 1 || !answerOnly(before, after) {

@@ -85,7 +85,8 @@ func TestHubWrites_ProgressiveRolloutAndEditCostTwoSpecWritesPerReplica(t *testi
 	e.decide("pl", 0, "", clusters[0])
 	e.decide("pl", 1, "", clusters[1:]...)
 	var q requests
-	echoes := counterValue("regent_propagator_replica_echoes_total")
+	echoes := labeledCounterValue("regent_propagator_echoes_total", "object", "replica")
+	rootEchoes := labeledCounterValue("regent_propagator_echoes_total", "object", "root")
 	e.startHubOn(q.config(), hub.Options{})
 
 	e.drive("prog", compliant, rolledOutAt(3))
@@ -96,8 +97,11 @@ func TestHubWrites_ProgressiveRolloutAndEditCostTwoSpecWritesPerReplica(t *testi
 	expectOnlySpecWrites(t, "first rollout", first, "POST", "PUT")
 	// The enforce updates' own watch events were told from other events (by the resourceVersion
 	// the apiserver answered each update with), and the rollout went on without them.
-	if got := counterValue("regent_propagator_replica_echoes_total"); got <= echoes {
+	if got := labeledCounterValue("regent_propagator_echoes_total", "object", "replica"); got <= echoes {
 		t.Errorf("no watch event of the hub's 3 enforce updates was taken for their echo (%v before, %v after)", echoes, got)
+	}
+	if got := labeledCounterValue("regent_propagator_echoes_total", "object", "root"); got <= rootEchoes {
+		t.Errorf("no watch event of the hub's root status patches was taken for their echo (%v before, %v after)", rootEchoes, got)
 	}
 	e.expectReadsAsRecorded(t, "prog")
 
