@@ -33,9 +33,9 @@ import (
 type Reconciler struct {
 	// Client writes to the apiserver; reads go to Reader.
 	Client client.Client
-	// Creator creates replicas, reading back only what the hub needs of the answer; Client when
-	// nil.
-	Creator *ReplicaCreator
+	// Writer creates and updates replicas, reading back only what the hub needs of the answer;
+	// Client when nil.
+	Writer *ReplicaWriter
 	// Reader is the manager's cache.
 	Reader client.Reader
 	// Replicas, when set, is the cache replicas are read from (NewReplicaCache), its Policy

@@ -201,10 +201,10 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 	return want.Generation, nil
 }
 
-// create creates a replica through Creator, or Client when the reconciler has none.
+// create creates a replica through Writer, or Client when the reconciler has none.
 func (r *Reconciler) create(ctx context.Context, p *policyv1.Policy) error {
-	if r.Creator != nil {
-		return r.Creator.Create(ctx, p)
+	if r.Writer != nil {
+		return r.Writer.Create(ctx, p)
 	}
 	return r.Client.Create(ctx, p)
 }
@@ -342,7 +342,12 @@ func (r *Reconciler) update(ctx context.Context, want *policyv1.Policy, before s
 	key := client.ObjectKeyFromObject(want)
 	want.ResourceVersion = before
 	r.echoes.sending(key, before)
-	err := r.Client.Update(ctx, want)
+	var err error
+	if r.Writer != nil {
+		err = r.Writer.Update(ctx, want)
+	} else {
+		err = r.Client.Update(ctx, want)
+	}
 	r.echoes.sent(key, want.ResourceVersion, err)
 	if err != nil {
 		return err
