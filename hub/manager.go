@@ -123,13 +123,13 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("replica cache: %w", err)
 	}
 	// Its own rate limiter at QPS/Burst, as the typed client keeps one per kind.
-	creator, err := propagator.NewReplicaCreator(mgr.GetConfig(), mgr.GetHTTPClient(), serializer.NewCodecFactory(scheme))
+	writer, err := propagator.NewReplicaWriter(mgr.GetConfig(), mgr.GetHTTPClient(), serializer.NewCodecFactory(scheme))
 	if err != nil {
 		return nil, err
 	}
 	r := &propagator.Reconciler{
 		Client:   mgr.GetClient(),
-		Creator:  creator,
+		Writer:   writer,
 		Reader:   mgr.GetCache(),
 		Replicas: replicas,
 		// The encryption key Secrets of hub templates, read by name and never cached.

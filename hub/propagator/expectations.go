@@ -156,6 +156,14 @@ func (x *expectations) doneReading(m cacheMark) {
 	delete(x.reading, m.replica)
 }
 
+// readingReplicas says whether a reconcile of the root whose replicas are named replica is between
+// markReading and doneReading: a write the cache shows meanwhile may be one it read too early.
+func (x *expectations) readingReplicas(replica string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.reading[replica]
+}
+
 func (x *expectations) reordering(now time.Time) bool {
 	return !x.reordered.IsZero() && now.Sub(x.reordered) < relistQuiet
 }

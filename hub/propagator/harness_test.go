@@ -47,7 +47,7 @@ var testScheme = func() *runtime.Scheme {
 
 // env is one test's view of the hub: a namespace for its roots and a prefix for its clusters.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	c      client.WithWatch
 	ns     string
@@ -58,7 +58,7 @@ type env struct {
 	staleDepth float64
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

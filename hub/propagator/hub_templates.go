@@ -136,13 +136,10 @@ func (r *Reconciler) writeTemplatedSpec(ctx context.Context, run *hubTemplateRun
 		writes.WithLabelValues("create", "policies").Inc()
 		return want.Generation, nil
 	}
-	want.ResourceVersion = existing.resourceVersion
 	want.Status = existing.status()
-	if err := r.Client.Update(ctx, want); err != nil {
+	if err := r.update(ctx, want, existing.resourceVersion); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
-	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }
 

@@ -33,6 +33,10 @@ var (
 		Name: "regent_propagator_replica_answers_total",
 		Help: "Clusters' answers (replica status updates) by what they set off: a reconcile of the root now (a turn completed), after the event batch (a failure, the root's compliance), held for the root's status interval (a status line only), or ignored (the same result again).",
 	}, []string{"route"})
+	ownEchoes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "regent_propagator_echoes_total",
+		Help: "Watch events of the hub's own writes that reconciled nothing, by what was written (replica: its spec or rollout status; root: its status): the reconcile that wrote them had planned with them.",
+	}, []string{"object"})
 	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_policy_cache_relists_total",
 		Help: "Times the hub's Policy cache began taking objects out of version order (its first list, a relist after its watch ended, a resync); replica writes it passed wait until it settles.",
@@ -40,7 +44,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, answers, cacheRelists)
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, answers, ownEchoes, cacheRelists)
 }
 
 var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,

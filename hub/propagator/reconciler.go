@@ -20,6 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	policyv1 "regent.dev/regent/api/policy/v1"
 	policyv1beta1 "regent.dev/regent/api/policy/v1beta1"
@@ -31,9 +33,9 @@ import (
 type Reconciler struct {
 	// Client writes to the apiserver; reads go to Reader.
 	Client client.Client
-	// Creator creates replicas, reading back only what the hub needs of the answer; Client when
-	// nil.
-	Creator *ReplicaCreator
+	// Writer creates and updates replicas, reading back only what the hub needs of the answer;
+	// Client when nil.
+	Writer *ReplicaWriter
 	// Reader is the manager's cache.
 	Reader client.Reader
 	// Replicas, when set, is the cache replicas are read from (NewReplicaCache), its Policy
@@ -70,6 +72,8 @@ type Reconciler struct {
 	pace statusPace
 	// answers routes clusters' answers by what each root's last plan waits for.
 	answers answerGate
+	// echoes tell the watch events of the hub's own replica updates, which reconcile nothing.
+	echoes replicaEchoes
 	// known holds the roots this process has reconciled: a replica whose root it never saw was
 	// not written by it, and is deleted as an orphan only where OCM would delete it.
 	known sync.Map
@@ -106,9 +110,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isReplica(root) {
 		return ctrl.Result{}, nil
 	}
-	if r.statusWrites.behind(req.NamespacedName, root.ResourceVersion) {
-		// The cache has not seen this hub's last status patch: its watch event requeues the root.
-		return ctrl.Result{}, nil
+	if behind, err := r.awaitEcho(ctx, req.NamespacedName, root); behind || err != nil {
+		return ctrl.Result{}, err
 	}
 	if refused, err := r.refuseRootInClusterNamespace(ctx, root); refused || err != nil {
 		return ctrl.Result{}, err
@@ -172,6 +175,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		retry = writeRetryMin
 	}
 	retry = r.expect.recheck(out.waiting, retry)
+	if r.echoes.missedFor(ReplicaName(root)) && (retry == 0 || retry > replicaEventBatch) {
+		// An event taken for a write's echo was another version: it is read now.
+		retry = replicaEventBatch
+	}
 	after := requeueAfter(plan.decision.RecheckAfter, retry)
 	if held > 0 && (after == 0 || held < after) {
 		after = held
@@ -184,6 +191,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// awaitEcho says whether the cached root predates the hub's last status patch of it: the patch's
+// echo then requeues it. The echo is marked awaited before the root is read again, so an echo
+// the predicate dropped before the mark is in the cache by the second read.
+func (r *Reconciler) awaitEcho(ctx context.Context, key types.NamespacedName, root *policyv1.Policy) (bool, error) {
+	if !r.statusWrites.behind(key, root.ResourceVersion) {
+		return false, nil
+	}
+	r.statusWrites.awaited(key)
+	if err := r.Reader.Get(ctx, key, root); err != nil {
+		return false, fmt.Errorf("get root policy %s: %w", key, err)
+	}
+	return r.statusWrites.behind(key, root.ResourceVersion), nil
+}
+
+// rootEchoes drops the echoes of the hub's own root status patches (rootVersions).
+func (r *Reconciler) rootEchoes() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if r.statusWrites.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion()) {
+			ownEchoes.WithLabelValues("root").Inc()
+			return false
+		}
+		return true
+	}}
 }
 
 // read gathers, from the cache, everything decide needs.

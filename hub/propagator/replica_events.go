@@ -38,6 +38,10 @@ func (r *Reconciler) replicaEvents() handler.EventHandler {
 	update := func(q requestQueue, old, updated client.Object) {
 		before, after := cachedOf(old), cachedOf(updated)
 		reqs := replicaToRoot(context.Background(), updated)
+		if r.echo(old, updated, reqs) {
+			ownEchoes.WithLabelValues("replica").Inc()
+			return
+		}
 		if before == nil || after == nil || len(reqs) != 1 || !answerOnly(before, after) {
 			// Both: a replica moved to another root (a label edited) concerns the two.
 			add(q, old, updated)
@@ -57,11 +61,28 @@ func (r *Reconciler) replicaEvents() handler.EventHandler {
 		}
 	}
 	return handler.Funcs{
-		CreateFunc:  func(_ context.Context, e event.CreateEvent, q requestQueue) { add(q, e.Object) },
-		UpdateFunc:  func(_ context.Context, e event.UpdateEvent, q requestQueue) { update(q, e.ObjectOld, e.ObjectNew) },
-		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q requestQueue) { add(q, e.Object) },
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q requestQueue) { add(q, e.Object) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) { update(q, e.ObjectOld, e.ObjectNew) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q requestQueue) {
+			r.echoes.awaited(client.ObjectKeyFromObject(e.Object))
+			add(q, e.Object)
+		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q requestQueue) { add(q, e.Object) },
 	}
+}
+
+// echo says whether an update event is the echo of the hub's own last update of the replica, to
+// be dropped (replicaEchoes). A reconcile of its root reading the cache meanwhile may have read
+// the replica before the informer's store took the write, and counts on the event: it is checked
+// first, so one that starts reading after the check reads the store with the write in it.
+func (r *Reconciler) echo(old, updated client.Object, reqs []reconcile.Request) bool {
+	if len(reqs) != 1 || r.expect.readingReplicas(updated.GetName()) {
+		return false
+	}
+	if from := replicaToRoot(context.Background(), old); len(from) != 1 || from[0] != reqs[0] {
+		return false
+	}
+	return r.echoes.echo(client.ObjectKeyFromObject(updated), old.GetResourceVersion(), updated.GetResourceVersion())
 }
 
 // cachedOf is a replica as the hub's replica cache holds it; a cache without the hub's transform

@@ -85,6 +85,7 @@ func TestHubWrites_ProgressiveRolloutAndEditCostTwoSpecWritesPerReplica(t *testi
 	e.decide("pl", 0, "", clusters[0])
 	e.decide("pl", 1, "", clusters[1:]...)
 	var q requests
+	echoes := labeledCounterValue("regent_propagator_echoes_total", "object", "replica")
 	e.startHubOn(q.config(), hub.Options{})
 
 	e.drive("prog", compliant, rolledOutAt(3))
@@ -93,6 +94,11 @@ func TestHubWrites_ProgressiveRolloutAndEditCostTwoSpecWritesPerReplica(t *testi
 	e.awaitIdle(before, 1)
 	first := replicaWrites(&q, clusters, nil)
 	expectOnlySpecWrites(t, "first rollout", first, "POST", "PUT")
+	// The enforce updates' own watch events were told from other events (by the resourceVersion
+	// the apiserver answered each update with), and the rollout went on without them.
+	if got := labeledCounterValue("regent_propagator_echoes_total", "object", "replica"); got <= echoes {
+		t.Errorf("no watch event of the hub's 3 enforce updates was taken for their echo (%v before, %v after)", echoes, got)
+	}
 	e.expectReadsAsRecorded(t, "prog")
 
 	e.edit("prog", func(p *policyv1.Policy) {

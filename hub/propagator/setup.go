@@ -53,7 +53,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	replicas := predicate.NewPredicateFuncs(func(o client.Object) bool { return isReplica(o) })
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("root-policy").
-		For(&policyv1.Policy{}, builder.WithPredicates(roots)).
+		For(&policyv1.Policy{}, builder.WithPredicates(roots, r.rootEchoes())).
 		WatchesRawSource(source.Kind(r.replicaCache(mgr), client.Object(&policyv1.Policy{}), r.replicaEvents(), replicas)).
 		Watches(&policyv1.PlacementBinding{}, handler.EnqueueRequestsFromMapFunc(r.bindingToRoots)).
 		Watches(&policyv1beta1.PolicySet{}, handler.EnqueueRequestsFromMapFunc(r.policySetToRoots)).

@@ -33,14 +33,7 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 		clusters = append(clusters, name)
 	}
 	sort.Strings(clusters)
-	// Replicas whose last write the cache has not seen yet wait for the next pass.
-	var ready []string
-	for _, cluster := range clusters {
-		if !r.expect.pending(replicaKey(root, cluster), cachedRV(existing[cluster]), read) {
-			ready = append(ready, cluster)
-		}
-	}
-	r.expect.doneReading(read)
+	ready := r.ready(root, clusters, existing, read)
 	waiting := len(clusters) - len(ready)
 	clusters = ready
 	failed := map[string]error{}
@@ -140,6 +133,23 @@ func (r *Reconciler) writeReplicas(ctx context.Context, root *policyv1.Policy, p
 	return out
 }
 
+// ready are the clusters whose replica the cache shows at the hub's last write to it or later, as
+// read after read was marked; it ends read. The others wait for the next pass, which the write's
+// echo starts: their echoes are no longer the hub's alone to drop (replicaEchoes).
+func (r *Reconciler) ready(root *policyv1.Policy, clusters []string, existing map[string]*CachedReplica, read cacheMark) []string {
+	defer r.expect.doneReading(read)
+	out := make([]string, 0, len(clusters))
+	for _, cluster := range clusters {
+		key := replicaKey(root, cluster)
+		if !r.expect.pending(key, cachedRV(existing[cluster]), read) {
+			out = append(out, cluster)
+			continue
+		}
+		r.echoes.awaited(key)
+	}
+	return out
+}
+
 // errUnseen marks a create answered "already exists": the cache has not seen the replica yet.
 var errUnseen = errors.New("replica exists but the cache has not seen it yet")
 
@@ -184,22 +194,17 @@ func (r *Reconciler) writeSpec(ctx context.Context, root *policyv1.Policy, run *
 		writes.WithLabelValues("create", "policies").Inc()
 		return want.Generation, nil
 	}
-	// Update with the cached resourceVersion: an edit the cache has not seen yet fails with a
-	// conflict and the reconcile is retried with fresh data rather than overwriting blindly.
-	want.ResourceVersion = existing.resourceVersion
 	want.Status = existing.status()
-	if err := r.Client.Update(ctx, want); err != nil {
+	if err := r.update(ctx, want, existing.resourceVersion); err != nil {
 		return 0, fmt.Errorf("update replica %s/%s: %w", cluster, want.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), existing.resourceVersion, want.ResourceVersion)
-	writes.WithLabelValues("update", "policies").Inc()
 	return want.Generation, nil
 }
 
-// create creates a replica through Creator, or Client when the reconciler has none.
+// create creates a replica through Writer, or Client when the reconciler has none.
 func (r *Reconciler) create(ctx context.Context, p *policyv1.Policy) error {
-	if r.Creator != nil {
-		return r.Creator.Create(ctx, p)
+	if r.Writer != nil {
+		return r.Writer.Create(ctx, p)
 	}
 	return r.Client.Create(ctx, p)
 }
@@ -301,7 +306,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, clu
 	if err != nil {
 		return fmt.Errorf("apply rollout status of replica %s/%s: %w", cluster, u.GetName(), err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
+	r.updated(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
 	writes.WithLabelValues("apply", "policies/status").Inc()
 	return nil
 }
@@ -325,9 +330,39 @@ func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, clu
 	if err := r.Client.Status().Patch(ctx, rep, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("remove the rollout status of replica %s/%s: %w", cluster, rep.Name, err)
 	}
-	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), rep.ResourceVersion)
+	r.updated(replicaKey(root, cluster), cachedRV(existing), rep.ResourceVersion)
 	writes.WithLabelValues("patch", "policies/status").Inc()
 	return nil
+}
+
+// update sends want, an update of an existing replica conditioned on the version before the cache
+// shows: an edit the cache has not seen yet fails with a conflict, and the reconcile is retried
+// with fresh data rather than overwriting blindly. Its echo reconciles nothing (replicaEchoes).
+func (r *Reconciler) update(ctx context.Context, want *policyv1.Policy, before string) error {
+	key := client.ObjectKeyFromObject(want)
+	want.ResourceVersion = before
+	r.echoes.sending(key, before)
+	var err error
+	if r.Writer != nil {
+		err = r.Writer.Update(ctx, want)
+	} else {
+		err = r.Client.Update(ctx, want)
+	}
+	r.echoes.sent(key, want.ResourceVersion, err)
+	if err != nil {
+		return err
+	}
+	r.expect.wrote(key, before, want.ResourceVersion)
+	writes.WithLabelValues("update", "policies").Inc()
+	return nil
+}
+
+// updated records the hub's write of an existing replica key without a precondition, from
+// version before to after: the cache's progress waits for it (expectations), and its echo
+// reconciles nothing (replicaEchoes).
+func (r *Reconciler) updated(key types.NamespacedName, before, after string) {
+	r.expect.wrote(key, before, after)
+	r.echoes.wrote(key, after)
 }
 
 func replicaKey(root *policyv1.Policy, cluster string) types.NamespacedName {
