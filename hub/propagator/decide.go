@@ -39,6 +39,8 @@ type plan struct {
 	// hash is the SpecHash of each spec in desired.
 	hash             map[*policyv1.PolicySpec]string
 	overridesIgnored bool
+	// input is what the planner decided from, for Planner.Settles.
+	input rollout.Input
 }
 
 // decide turns what was read into what must be: each selected cluster's rollout status, the spec
@@ -102,7 +104,7 @@ func decide(planner *rollout.Planner, in input) (plan, error) {
 	if err != nil {
 		return out, err
 	}
-	out.decision = d
+	out.decision, out.input = d, rin
 	out.groups = in.groups
 	// Sized once: grown entry by entry, the map of a 3,000-cluster root was rehashed on its way up
 	// in every reconcile (4 % of the hub's CPU in a ProgressivePerGroup turn at 150,000).

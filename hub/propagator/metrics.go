@@ -35,8 +35,12 @@ var (
 	}, []string{"route"})
 	ownEchoes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "regent_propagator_echoes_total",
-		Help: "Watch events of the hub's own writes that reconciled nothing, by what was written (replica: its spec or rollout status; root: its status): the reconcile that wrote them had planned with them.",
+		Help: "Watch events of the hub's own writes that reconciled nothing, by what was written (replica: its spec; root: its status): the reconcile that wrote them had planned with them.",
 	}, []string{"object"})
+	decidedAgain = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "regent_propagator_decided_again_total",
+		Help: "Root status patches whose decision its own record changes (rollout.Planner.Settles): the root was decided again at once, since the patch's echo reconciles nothing.",
+	})
 	cacheRelists = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "regent_propagator_policy_cache_relists_total",
 		Help: "Times the hub's Policy cache began taking objects out of version order (its first list, a relist after its watch ended, a resync); replica writes it passed wait until it settles.",
@@ -44,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, answers, ownEchoes, cacheRelists)
+	metrics.Registry.MustRegister(replicasGauge, rolloutClusters, reconcileSeconds, writes, statusHeld, answers, ownEchoes, decidedAgain, cacheRelists)
 }
 
 var rolloutStatuses = []policyv1.RolloutStatus{policyv1.RolloutToApply, policyv1.RolloutProgressing,

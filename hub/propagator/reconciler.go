@@ -157,10 +157,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if lines > 0 {
 		hold = every
 	}
-	held, err := r.writeRootStatus(ctx, root, plan, every)
+	held, patched, err := r.writeRootStatus(ctx, root, plan, every)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The patch's echo reconciles nothing (rootEchoes): a decision its own record would change
+	// (Planner.Settles) is taken again here, once its replicas are written.
+	again := patched && !r.Planner.Settles(plan.input, plan.decision)
 	// A cluster whose replica cannot be written (a terminating namespace, a quota or admission
 	// webhook that refuses it) is reported on the root and retried; it holds back neither the other
 	// clusters nor the rollout's own clock, which an error returned here would replace by backoff.
@@ -183,6 +186,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if held > 0 && (after == 0 || held < after) {
 		after = held
 	}
+	if again {
+		decidedAgain.Inc()
+		after = decideAgain
+	}
 	if r.replicaIndex != nil {
 		planned = true
 		if r.answers.record(req.NamespacedName, root, plan, hold, r.currentReplica(ReplicaName(root))) &&
@@ -192,6 +199,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
+
+// decideAgain is how soon a root whose recorded decision does not settle is decided again: at
+// once, as the echo of its status patch used to, but after the writes of this reconcile.
+const decideAgain = 10 * time.Millisecond
 
 // awaitEcho says whether the cached root predates the hub's last status patch of it: the patch's
 // echo then requeues it. The echo is marked awaited before the root is read again, so an echo
@@ -274,26 +285,26 @@ func (r *Reconciler) groups(ctx context.Context, placements, rules []types.Names
 // it; the edit's own event recomputes the status. A change the replicas carry too (clusters'
 // answers and turns of a rollout in progress) may be held back for every (root_status_pace.go):
 // the replicas are then written first, and held is when to write the status.
-func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan, every time.Duration) (held time.Duration, err error) {
+func (r *Reconciler) writeRootStatus(ctx context.Context, root *policyv1.Policy, p plan, every time.Duration) (held time.Duration, patched bool, err error) {
 	status := rootStatusFor(root, p)
 	key := client.ObjectKeyFromObject(root)
 	if equality.Semantic.DeepEqual(&root.Status, status) {
 		r.pace.forget(key)
-		return 0, nil
+		return 0, false, nil
 	}
 	if every > 0 && holdable(&root.Status, status, clocksOf(root)) {
 		if held = r.pace.wait(key, every, time.Now()); held > 0 {
 			statusHeld.Inc()
-			return held, nil
+			return held, false, nil
 		}
 	}
 	before := root.Status.DeepCopy()
 	if err := r.patchRootStatus(ctx, root, status); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	r.pace.forget(key)
 	r.announce(root, before, p)
-	return 0, nil
+	return 0, true, nil
 }
 
 // rootStatusFor is the root's status as the plan has it.

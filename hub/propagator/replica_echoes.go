@@ -6,8 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// replicaEchoes tell the watch events of the hub's own replica updates (a spec, or the rollout
-// status it writes), their echoes, from every other event. The reconcile that wrote an update
+// replicaEchoes tell the watch events of the hub's own replica spec updates, their echoes, from every other event. The reconcile that wrote an update
 // planned with it, so its echo reconciles nothing: a turn's 100 enforce updates of a 3,000-cluster
 // root used to reconcile it once or twice more after the batch (docs/benchmarks.md, Session 28).
 //
@@ -15,8 +14,11 @@ import (
 // next version of its replica is either the update's own or one that makes it fail with a conflict.
 // An event from that version is taken for the echo, so one that outruns the update's answer is
 // dropped too (a quarter of them did at 60,000 replicas); once the answer is in, sent says whether
-// the event taken was another version (a relist that jumped past it), and the root is requeued. A
-// write without a precondition (a status apply or patch) is known by the version it answered with.
+// the event taken was another version (a relist that jumped past it), and the root is requeued.
+//
+// A write without a precondition (the rollout status the hub applies or removes, rare) is not
+// recorded: one that changes nothing answers with the replica's current version, which may be a
+// spoke's report the cache has not shown yet, and that report's event would be taken for its echo.
 //
 // An echo still reconciles its root where a reconcile counts on it: one that left the replica alone
 // because the cache had not shown the write yet (expectations.pending) calls awaited, and one
@@ -67,13 +69,6 @@ func (e *replicaEchoes) sent(key types.NamespacedName, after string, err error) 
 			e.missed = map[string]bool{}
 		}
 		e.missed[key.Name] = true
-	}
-}
-
-// wrote records that a write of key without a precondition left it at resourceVersion rv.
-func (e *replicaEchoes) wrote(key types.NamespacedName, rv string) {
-	if v, ok := parseRV(rv); ok {
-		e.put(key, echo{after: v})
 	}
 }
 

@@ -108,6 +108,12 @@ func (f *echoFixture) at(rv string, action policyv1.RemediationAction) *policyv1
 		Labels: map[string]string{RootPolicyLabel: "team.p"}}, Spec: policyv1.PolicySpec{RemediationAction: action}}
 }
 
+// updated records the hub's update of the replica from version before, answered with after.
+func (f *echoFixture) updated(before, after string) {
+	f.r.echoes.sending(f.key, before)
+	f.r.echoes.sent(f.key, after, nil)
+}
+
 // queued sends the update from rv from to rv to and says how many reconciles it queued within twice
 // the batch.
 func (f *echoFixture) queued(from, to string) int {
@@ -127,7 +133,7 @@ func (f *echoFixture) queued(from, to string) int {
 // nothing: the reconcile that wrote it planned with it. The replica's next event does.
 func TestReplicaEvents_TheEchoOfTheHubsOwnUpdateReconcilesNothing(t *testing.T) {
 	f := newEchoFixture(t)
-	f.r.echoes.wrote(f.key, "5")
+	f.updated("4", "5")
 	if n := f.queued("4", "5"); n != 0 {
 		t.Fatalf("the echo of the hub's own update queued %d reconciles of its root, want none", n)
 	}
@@ -143,21 +149,21 @@ func TestReplicaEvents_TheEchoOfTheHubsOwnUpdateReconcilesNothing(t *testing.T) 
 // leaves the echo to come expected; a later one ends it (an echo that outran the write's record).
 func TestReplicaEvents_OnlyTheEchoOfTheLastWriteIsDropped(t *testing.T) {
 	f := newEchoFixture(t)
-	f.r.echoes.wrote(f.key, "5")
+	f.updated("4", "5")
 	if n := f.queued("3", "4"); n != 1 {
 		t.Fatalf("an update older than the hub's write queued %d reconciles, want 1", n)
 	}
 	if n := f.queued("4", "5"); n != 0 {
 		t.Fatalf("the echo after an older event queued %d reconciles, want none", n)
 	}
-	f.r.echoes.wrote(f.key, "7")
+	f.updated("6", "7")
 	if n := f.queued("5", "8"); n != 1 {
 		t.Fatalf("an update past the hub's write queued %d reconciles, want 1", n)
 	}
 	if f.r.echoes.m != nil {
 		t.Fatalf("a later event left the write's record: %v", f.r.echoes.m)
 	}
-	f.r.echoes.wrote(f.key, "9")
+	f.updated("8", "9")
 	f.h.(interface {
 		Delete(context.Context, event.DeleteEvent, workqueue.TypedRateLimitingInterface[reconcile.Request])
 	}).Delete(context.Background(), event.DeleteEvent{Object: f.at("9", policyv1.Enforce)}, f.q)
@@ -173,7 +179,7 @@ func TestReplicaEvents_AnEchoAReconcileCountsOnStillQueuesItsRoot(t *testing.T) 
 	t.Run("left pending", func(t *testing.T) {
 		f := newEchoFixture(t)
 		f.r.expect.wrote(f.key, "4", "5")
-		f.r.echoes.wrote(f.key, "5")
+		f.updated("4", "5")
 		read := f.r.expect.markReading(f.key.Name)
 		cached := map[string]*CachedReplica{"c1": recordOf(f.at("4", policyv1.Inform))}
 		if ready := f.r.ready(root, []string{"c1"}, cached, read); len(ready) != 0 {
@@ -188,7 +194,7 @@ func TestReplicaEvents_AnEchoAReconcileCountsOnStillQueuesItsRoot(t *testing.T) 
 	})
 	t.Run("reading", func(t *testing.T) {
 		f := newEchoFixture(t)
-		f.r.echoes.wrote(f.key, "5")
+		f.updated("4", "5")
 		read := f.r.expect.markReading(f.key.Name)
 		defer f.r.expect.doneReading(read)
 		if n := f.queued("4", "5"); n != 1 {

@@ -306,7 +306,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, root *policyv1.Policy, clu
 	if err != nil {
 		return fmt.Errorf("apply rollout status of replica %s/%s: %w", cluster, u.GetName(), err)
 	}
-	r.updated(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
+	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), u.GetResourceVersion())
 	writes.WithLabelValues("apply", "policies/status").Inc()
 	return nil
 }
@@ -330,7 +330,7 @@ func (r *Reconciler) clearStatus(ctx context.Context, root *policyv1.Policy, clu
 	if err := r.Client.Status().Patch(ctx, rep, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("remove the rollout status of replica %s/%s: %w", cluster, rep.Name, err)
 	}
-	r.updated(replicaKey(root, cluster), cachedRV(existing), rep.ResourceVersion)
+	r.expect.wrote(replicaKey(root, cluster), cachedRV(existing), rep.ResourceVersion)
 	writes.WithLabelValues("patch", "policies/status").Inc()
 	return nil
 }
@@ -355,14 +355,6 @@ func (r *Reconciler) update(ctx context.Context, want *policyv1.Policy, before s
 	r.expect.wrote(key, before, want.ResourceVersion)
 	writes.WithLabelValues("update", "policies").Inc()
 	return nil
-}
-
-// updated records the hub's write of an existing replica key without a precondition, from
-// version before to after: the cache's progress waits for it (expectations), and its echo
-// reconciles nothing (replicaEchoes).
-func (r *Reconciler) updated(key types.NamespacedName, before, after string) {
-	r.expect.wrote(key, before, after)
-	r.echoes.wrote(key, after)
 }
 
 func replicaKey(root *policyv1.Policy, cluster string) types.NamespacedName {
