@@ -94,6 +94,12 @@ func (e *Engine) startWASIInstance(compiled *compiledModule) *wasiInstance {
 }
 
 func (i *wasiInstance) validate(ctx context.Context, payload []byte) ([]byte, error) {
+	if ctx.Err() != nil {
+		// As callUnlessDone: a request that ended is not evaluated. Once the payload is written,
+		// a quick command may exit before the select below looks, and the select then picks
+		// between its answer and the end at random; the instance, still unused, stays pooled.
+		return nil, evaluationEnded(ctx)
+	}
 	i.used = true
 	written := make(chan struct{})
 	go func() {
@@ -113,11 +119,16 @@ func (i *wasiInstance) validate(ctx context.Context, payload []byte) ([]byte, er
 		i.cancel()
 		<-i.done
 		<-written
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			return nil, ErrTimeout
-		}
-		return nil, fmt.Errorf("evaluation cancelled: %w", context.Cause(ctx))
+		return nil, evaluationEnded(ctx)
 	}
+}
+
+// evaluationEnded is the error of an evaluation whose context ended: ErrTimeout at its deadline.
+func evaluationEnded(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return fmt.Errorf("evaluation cancelled: %w", context.Cause(ctx))
 }
 
 func (i *wasiInstance) validateSettings(ctx context.Context, settings []byte) ([]byte, error) {
