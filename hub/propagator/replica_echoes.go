@@ -6,9 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// replicaEchoes tell the watch events of the hub's own replica spec updates, their echoes, from every other event. The reconcile that wrote an update
-// planned with it, so its echo reconciles nothing: a turn's 100 enforce updates of a 3,000-cluster
-// root used to reconcile it once or twice more after the batch (docs/benchmarks.md, Session 28).
+// replicaEchoes tell the watch events of the hub's own replica spec updates, their echoes, from
+// every other event. The reconcile that wrote an update planned with it, so its echo reconciles
+// nothing: a turn's 100 enforce updates of a 3,000-cluster root used to reconcile it once or twice
+// more after the batch (docs/benchmarks.md, Session 28).
 //
 // An update conditioned on the cached resourceVersion is known from the moment it is sent: the
 // next version of its replica is either the update's own or one that makes it fail with a conflict.

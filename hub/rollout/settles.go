@@ -18,9 +18,7 @@ func (p *Planner) Settles(in Input, d Decision) bool {
 	changed := false
 	for name, c := range d.Clusters {
 		was := in.Clusters[name]
-		if was.Status != c.Status || !was.LastTransitionTime.Equal(c.LastTransitionTime) {
-			changed = true
-		}
+		changed = changed || !sameRecord(was, c)
 		was.Status, was.LastTransitionTime = c.Status, c.LastTransitionTime
 		again.Clusters[name] = was
 	}
@@ -36,9 +34,14 @@ func (p *Planner) Settles(in Input, d Decision) bool {
 		return false
 	}
 	for name, c := range next.Clusters {
-		if was := d.Clusters[name]; was.Status != c.Status || !was.LastTransitionTime.Equal(c.LastTransitionTime) {
+		if !sameRecord(d.Clusters[name], c) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameRecord says whether two states of a cluster record the same status since the same time.
+func sameRecord(a, b Cluster) bool {
+	return a.Status == b.Status && a.LastTransitionTime.Equal(b.LastTransitionTime)
 }
