@@ -53,3 +53,6 @@ func (e *Expectations) Seen() string {
 func PatchRootStatus(ctx context.Context, c client.Client, root *policyv1.Policy, status *policyv1.PolicyStatus) error {
 	return (&Reconciler{Client: c}).patchRootStatus(ctx, root, status)
 }
+
+// DecideAgain is the requeue of a root whose recorded decision does not settle.
+const DecideAgain = decideAgain
