@@ -30,10 +30,7 @@ func guestError(ctx context.Context, err error, stderr *stderrHead) error {
 		case sys.ExitCodeDeadlineExceeded:
 			return ErrTimeout
 		case sys.ExitCodeContextCanceled:
-			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				return ErrTimeout
-			}
-			return fmt.Errorf("evaluation cancelled: %w", context.Cause(ctx))
+			return evaluationEnded(ctx)
 		}
 		return fmt.Errorf("guest exited with code %d%s", exit.ExitCode(), stderr.suffix())
 	}
@@ -43,6 +40,14 @@ func guestError(ctx context.Context, err error, stderr *stderrHead) error {
 	// wazero appends a wasm stack trace; the guest's stderr says more in fewer words.
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return fmt.Errorf("guest trapped: %s%s", msg, stderr.suffix())
+}
+
+// evaluationEnded is the error of an evaluation whose context ended: ErrTimeout at its deadline.
+func evaluationEnded(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return fmt.Errorf("evaluation cancelled: %w", context.Cause(ctx))
 }
 
 // stderrHead keeps the first bytes a guest wrote to stderr during one call — where a Go guest

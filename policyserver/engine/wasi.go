@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/tetratelabs/wazero"
@@ -121,14 +120,6 @@ func (i *wasiInstance) validate(ctx context.Context, payload []byte) ([]byte, er
 		<-written
 		return nil, evaluationEnded(ctx)
 	}
-}
-
-// evaluationEnded is the error of an evaluation whose context ended: ErrTimeout at its deadline.
-func evaluationEnded(ctx context.Context) error {
-	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		return ErrTimeout
-	}
-	return fmt.Errorf("evaluation cancelled: %w", context.Cause(ctx))
 }
 
 func (i *wasiInstance) validateSettings(ctx context.Context, settings []byte) ([]byte, error) {
