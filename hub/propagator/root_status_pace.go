@@ -18,15 +18,22 @@ const DefaultStatusInterval = 5 * time.Second
 // A status write costs the apiserver ~0.1 ms of CPU per line (~300 ms at 3,000 clusters,
 // Session 21; ~480 ms beside 20 such roots, Session 27), so the interval grows with the lines of
 // every root whose rollout progresses: at 10 ms a line, the hub's root status writes during
-// rollouts take at most ~1% of an apiserver core, whatever the number and size of its roots, and
-// a status lags its replicas by at most 10 ms per progressing line (30 s for one root of 3,000),
-// up to maxStatusInterval. At 3,000 clusters × 10 roots the turns then ran 1.15–1.32× the rollout
-// ceiling's time instead of 1.51× at a flat 5 s (docs/benchmarks.md, Session 24); counting every
-// root's lines rather than each root's own halved the status writes of 20 such roots
-// (Session 27).
+// rollouts take ~1% of an apiserver core, and a status lags its replicas by 10 ms per progressing
+// line (30 s for one root of 3,000), up to a minute. At 3,000 clusters × 10 roots the turns then
+// ran 1.15–1.32× the rollout ceiling's time instead of 1.51× at a flat 5 s (docs/benchmarks.md,
+// Session 24); counting every root's lines rather than each root's own halved the status writes of
+// 20 such roots (Session 27).
+//
+// Past 6,000 progressing lines the minute alone would let the share grow with the fleet: 50 roots
+// of 3,000 clusters, each written once a minute, took ~a third of an apiserver core, and the
+// simulated spokes beside them answered at half the rate they reached beside a plain client
+// (Session 30). So the interval also grows by 2 ms a line (~5% of a core) up to maxStatusInterval:
+// two minutes at 60,000 lines, five at 150,000, for rollouts that then take most of an hour.
 const (
 	statusIntervalPerLine = 10 * time.Millisecond
-	maxStatusInterval     = time.Minute
+	usualStatusInterval   = time.Minute
+	largeIntervalPerLine  = 2 * time.Millisecond
+	maxStatusInterval     = 5 * time.Minute
 )
 
 // statusInterval is how long a progressing root may hold changes back when the roots whose
@@ -39,7 +46,8 @@ func statusInterval(configured time.Duration, lines int) time.Duration {
 	case configured == 0:
 		configured = DefaultStatusInterval
 	}
-	return max(configured, min(time.Duration(lines)*statusIntervalPerLine, maxStatusInterval))
+	n := time.Duration(lines)
+	return max(configured, min(n*statusIntervalPerLine, usualStatusInterval), min(n*largeIntervalPerLine, maxStatusInterval))
 }
 
 // While a rollout progresses, every answer from a cluster and every turn changes lines of its

@@ -128,7 +128,11 @@ func TestStatusInterval_GrowsWithTheRootsLinesFromTheConfiguredOne(t *testing.T)
 		{0, 3, DefaultStatusInterval},
 		{0, 500, DefaultStatusInterval},
 		{0, 3000, 30 * time.Second},
-		{0, 100000, time.Minute},
+		{0, 6000, time.Minute},
+		{0, 20000, time.Minute},
+		{0, 60000, 2 * time.Minute},
+		{0, 150000, 5 * time.Minute},
+		{0, 1000000, 5 * time.Minute},
 		{time.Second, 3, time.Second},
 		{time.Second, 300, 3 * time.Second},
 		{time.Hour, 3000, time.Hour},
@@ -155,12 +159,24 @@ func TestStatusPace_TheIntervalCountsEveryProgressingRootsLines(t *testing.T) {
 		{"a grows to 3,000 lines", func() time.Duration { return s.progress(a, 3000, 0) }, 40 * time.Second},
 		{"a's rollout ends", func() time.Duration { return s.progress(a, 0, 0) }, 10 * time.Second},
 		{"b is deleted", func() time.Duration { s.gone(b); return s.progress(a, 0, 0) }, DefaultStatusInterval},
-		{"six roots of 3,000: at most a minute", func() time.Duration {
+		{"six roots of 3,000: a minute", func() time.Duration {
 			for i := range 6 {
 				s.progress(types.NamespacedName{Namespace: "team", Name: fmt.Sprint(i)}, 3000, 0)
 			}
 			return s.progress(a, 0, 0)
 		}, time.Minute},
+		{"fifty roots of 3,000: 2 ms a line past the minute, up to five", func() time.Duration {
+			for i := range 50 {
+				s.progress(types.NamespacedName{Namespace: "team", Name: fmt.Sprint(i)}, 3000, 0)
+			}
+			return s.progress(a, 0, 0)
+		}, 5 * time.Minute},
+		{"twenty of them left", func() time.Duration {
+			for i := 20; i < 50; i++ {
+				s.progress(types.NamespacedName{Namespace: "team", Name: fmt.Sprint(i)}, 0, 0)
+			}
+			return s.progress(a, 0, 0)
+		}, 2 * time.Minute},
 	}
 	for _, st := range steps {
 		if got := st.step(); got != st.want {
