@@ -71,6 +71,11 @@ func TestRootStatusPace_AnswersAndTurnsWaitButTheEndIsWrittenAtOnce(t *testing.T
 		s := statuses(e.root("p"))
 		return len(s) == 3, fmt.Sprint(s)
 	})
+	// As for the end below: pass 1's write can be read before it returned and was counted, and
+	// would then be counted among the writes after it.
+	e.eventually("pass 1's write counted", func() (bool, string) {
+		return len(q.matching("/policies/p/status")) > 0, "not yet"
+	})
 	patches := len(q.matching("/policies/p/status"))
 
 	e.answerEnforced("p", a, policyv1.Compliant)
