@@ -46,7 +46,8 @@ type Options struct {
 	// than one or more each. A success while a soak time counts, a turn while a progress deadline
 	// counts, a failure and the rollout's end are written at once. It is the least interval: it
 	// grows by 10 ms per cluster of every root whose rollout progresses (30 s for one root of
-	// 3,000, a minute for two or more), up to a minute, since status writes cost the apiserver in
+	// 3,000, a minute for two or more), up to a minute, and past that by 2 ms per cluster, up to
+	// five minutes (two at 60,000 such clusters), since status writes cost the apiserver in
 	// proportion. A cluster's answer that only changes its line then waits as long before its
 	// root is reconciled. propagator.DefaultStatusInterval when zero; negative writes every change
 	// at once.
